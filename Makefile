@@ -1,0 +1,44 @@
+# Kassa: every step a developer or CI runs. `make run` and `make test` work
+# on a fresh Debian machine: they install what is missing first.
+
+SWIFT ?= swift
+APT_PACKAGES := libwebsockets-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
+TEST_APT_PACKAGES := curl sqlite3 python3-pip
+PIP_PACKAGES := websockets
+KASSA := .build/debug/kassa
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test deps test-deps build build-release clean
+
+## Install the system libraries, build, and run `kassa serve` on its defaults.
+run: deps build
+	$(KASSA) serve
+
+## Install what the tests need, build, and run the whole test suite.
+test: deps test-deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+test-deps:
+	@missing=$$(for p in $(TEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q $(PIP_PACKAGES)
+
+build:
+	$(SWIFT) build
+
+build-release:
+	$(SWIFT) build -c release
+
+clean:
+	rm -rf .build

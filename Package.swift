@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Kassa",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "kassa", targets: ["kassa"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // C libraries, each wrapped by exactly one Swift module below.
+        .systemLibrary(name: "CLibWebSockets", pkgConfig: "libwebsockets",
+                       providers: [.apt(["libwebsockets-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+
+        // Domain: no I/O.
+        .target(name: "KassaCore"),
+        // libwebsockets HTTP + WebSocket server.
+        .target(name: "KassaEdge", dependencies: [
+            "KassaCore", "CLibWebSockets",
+        ]),
+        // libcurl upstream client.
+        .target(name: "KassaUpstream", dependencies: ["CCurl"]),
+        // SQLite event log and session store.
+        .target(name: "KassaStore", dependencies: [
+            "KassaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        // Routes and handlers.
+        .target(name: "KassaGateway", dependencies: [
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "kassa", dependencies: [
+            "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "KassaTests", dependencies: [
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+    ]
+)

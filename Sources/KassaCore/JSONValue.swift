@@ -1,0 +1,355 @@
+/// A JSON document as a value: what Kassa parses from clients and upstream,
+/// and what it writes back. Objects serialise with sorted keys so that the
+/// same value always gives the same bytes.
+public enum JSONValue: Sendable, Equatable, Hashable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+    public var doubleValue: Double? {
+        if case .number(let n) = self { return n }
+        return nil
+    }
+    public var intValue: Int? {
+        if case .number(let n) = self, n.rounded() == n, abs(n) < 9.0e15 { return Int(n) }
+        return nil
+    }
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+// MARK: - Writing
+
+extension JSONValue {
+    /// The compact UTF-8 serialisation.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        write(into: &out)
+        return out
+    }
+
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): JSONValue.writeNumber(n, into: &out)
+        case .string(let s): JSONValue.writeString(s, into: &out)
+        case .array(let a):
+            out.append(UInt8(ascii: "["))
+            for (i, v) in a.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                v.write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let o):
+            out.append(UInt8(ascii: "{"))
+            for (i, key) in o.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                o[key]!.write(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func writeNumber(_ n: Double, into out: inout [UInt8]) {
+        if !n.isFinite {
+            out.append(contentsOf: "null".utf8)
+        } else if n.rounded() == n, abs(n) < 1e15 {
+            out.append(contentsOf: String(Int64(n)).utf8)
+        } else {
+            out.append(contentsOf: "\(n)".utf8)
+        }
+    }
+
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                        hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+// MARK: - Parsing
+
+/// Why a document could not be parsed; `offset` is the byte where it went wrong.
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: String
+    public var offset: Int
+    public var description: String { "\(reason) at byte \(offset)" }
+}
+
+extension JSONValue {
+    /// Parses one JSON document (RFC 8259). Nesting is bounded so hostile
+    /// input cannot exhaust the stack; invalid UTF-8 is refused.
+    public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
+        let array = Array(bytes)
+        return try array.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+            return try parser.parseDocument()
+        }
+    }
+
+    public static func parse(_ text: String, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8), maxDepth: maxDepth)
+    }
+}
+
+struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let maxDepth: Int
+    var index = 0
+    var depth = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    func fail(_ reason: String) -> JSONParseError { JSONParseError(reason: reason, offset: index) }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        guard index == bytes.count else { throw fail("unexpected data after the document") }
+        return value
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw fail("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw fail("unexpected character")
+        }
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard bytes.count - index >= count else { throw fail("unexpected end of input") }
+        let start = literal.utf8Start
+        for i in 0..<count where bytes[index + i] != start[i] { throw fail("invalid literal") }
+        index += count
+    }
+
+    mutating func enter() throws(JSONParseError) {
+        depth += 1
+        if depth > maxDepth { throw fail("nesting deeper than \(maxDepth)") }
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var object: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1; depth -= 1
+            return .object(object)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            index += 1
+            skipWhitespace()
+            guard object[key] == nil else { throw fail("duplicate member \"\(key)\"") }
+            object[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; break }
+            throw fail("expected ',' or '}'")
+        }
+        depth -= 1
+        return .object(object)
+    }
+
+    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var array: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1; depth -= 1
+            return .array(array)
+        }
+        while true {
+            skipWhitespace()
+            array.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; break }
+            throw fail("expected ',' or ']'")
+        }
+        depth -= 1
+        return .array(array)
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        func digits(_ p: inout JSONParser) -> Int {
+            let s = p.index
+            while p.index < p.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(p.bytes[p.index]) { p.index += 1 }
+            return p.index - s
+        }
+        guard index < bytes.count else { throw fail("invalid number") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if digits(&self) == 0 {
+            throw fail("invalid number")
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            guard digits(&self) > 0 else { throw fail("invalid number") }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard digits(&self) > 0 else { throw fail("invalid number") }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        guard let value = Double(text), value.isFinite else { throw fail("number out of range") }
+        return .number(value)
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard bytes.count - index >= 4 else { throw fail("truncated \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = bytes[index]
+            let d: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+            default: throw fail("invalid \\u escape")
+            }
+            v = v << 4 | d
+            index += 1
+        }
+        return v
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        index += 1 // opening quote
+        var out: [UInt8] = []
+        var runStart = index
+        while true {
+            guard index < bytes.count else { throw fail("unterminated string") }
+            let c = bytes[index]
+            if c == UInt8(ascii: "\"") {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                index += 1
+                break
+            }
+            if c < 0x20 { throw fail("control character in string") }
+            if c == UInt8(ascii: "\\") {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                index += 1
+                guard index < bytes.count else { throw fail("unterminated escape") }
+                let e = bytes[index]
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""): out.append(0x22)
+                case UInt8(ascii: "\\"): out.append(0x5C)
+                case UInt8(ascii: "/"): out.append(0x2F)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard bytes.count - index >= 2, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                        else { throw fail("unpaired surrogate") }
+                        index += 2
+                        let low = try parseHex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw fail("unpaired surrogate") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(scalar) {
+                        throw fail("unpaired surrogate")
+                    }
+                    guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
+                    out.append(contentsOf: Array(String(Character(u)).utf8))
+                default: throw fail("invalid escape")
+                }
+                runStart = index
+                continue
+            }
+            index += 1
+        }
+        guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8 in string") }
+        return s
+    }
+}

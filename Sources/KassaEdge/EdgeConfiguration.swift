@@ -1,0 +1,42 @@
+/// Limits and addresses of the edge server.
+public struct EdgeConfiguration: Sendable {
+    public var host: String
+    /// 0 lets the kernel pick a free port; read it back from `EdgeServer.port`.
+    public var port: Int
+    /// Largest accepted request body; larger ones are answered 413.
+    public var maxBodyBytes: Int
+    /// Largest accepted WebSocket message; larger ones close with 1009.
+    public var maxFrameBytes: Int
+    /// Bytes that may wait to be sent to one WebSocket before it is closed as a slow consumer.
+    public var maxOutboundBytes: Int
+    /// Seconds of silence before the server pings a WebSocket.
+    public var pingIntervalSeconds: Int
+    /// Seconds without a valid pong or frame before a WebSocket is dropped.
+    public var idleTimeoutSeconds: Int
+    /// Seconds an HTTP client may take to send its request.
+    public var requestTimeoutSeconds: Int
+    /// How long a graceful stop waits for in-flight work before it closes everything.
+    public var shutdownGraceSeconds: Double
+    /// Header names libwebsockets does not know, which handlers need to read.
+    public var customHeaderNames: [String]
+    /// The WebSocket subprotocol the edge speaks.
+    public var webSocketProtocol: String
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 1 << 20,
+                maxFrameBytes: Int = 64 << 10, maxOutboundBytes: Int = 1 << 20,
+                pingIntervalSeconds: Int = 20, idleTimeoutSeconds: Int = 60,
+                requestTimeoutSeconds: Int = 10, shutdownGraceSeconds: Double = 5,
+                customHeaderNames: [String] = [], webSocketProtocol: String = "kassa.v1") {
+        self.host = host
+        self.port = port
+        self.maxBodyBytes = maxBodyBytes
+        self.maxFrameBytes = maxFrameBytes
+        self.maxOutboundBytes = maxOutboundBytes
+        self.pingIntervalSeconds = pingIntervalSeconds
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.requestTimeoutSeconds = requestTimeoutSeconds
+        self.shutdownGraceSeconds = shutdownGraceSeconds
+        self.customHeaderNames = customHeaderNames
+        self.webSocketProtocol = webSocketProtocol
+    }
+}

@@ -1,0 +1,484 @@
+import CLibWebSockets
+import Foundation
+import KassaCore
+
+/// One connection as the service thread sees it.
+final class EdgeConnection {
+    enum Kind { case http, webSocket }
+
+    let id: UInt64
+    let wsi: OpaquePointer
+    var kind: Kind
+
+    // HTTP: the request being read, and the answer waiting to be written.
+    var method: HTTPMethod = .GET
+    var path = ""
+    var query: [(String, String)] = []
+    var headers = HTTPHeaders()
+    var body: [UInt8] = []
+    var awaitingBody = false
+    var bodyOverflow = false
+    var pendingResponse: HTTPResponse?
+
+    // WebSocket: the upgrade, the message being assembled, and what waits to be sent.
+    var upgrade: WebSocketUpgrade?
+    var message: [UInt8] = []
+    var messageOverflow = false
+    var outbound: [[UInt8]] = []
+    var outboundHead = 0
+    var outboundBytes = 0
+    var pendingClose: (code: UInt16, reason: String)?
+    var closeCode: UInt16?
+
+    init(id: UInt64, wsi: OpaquePointer, kind: Kind) {
+        self.id = id
+        self.wsi = wsi
+        self.kind = kind
+    }
+}
+
+extension EdgeServer {
+    /// State touched only on the service thread.
+    struct Confined {
+        var connections: [UInt64: EdgeConnection] = [:]
+        var nextID: UInt64 = 1
+        var draining = false
+        var httpInFlight = 0
+    }
+}
+
+/// The libwebsockets protocol callback. A C function pointer cannot capture,
+/// so the server is found through the context's user pointer and each
+/// connection through the id kept in its per-session data.
+func kassaEdgeCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons,
+                       _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
+    guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, len)
+    }
+    let server = Unmanaged<EdgeServer>.fromOpaque(raw).takeUnretainedValue()
+    return server.handle(wsi: wsi, reason: reason, user: user, input: input, len: len)
+}
+
+extension EdgeServer {
+    func handle(wsi: OpaquePointer, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
+                input: UnsafeMutableRawPointer?, len: Int) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            drainOutbox()
+            return 0
+
+        case LWS_CALLBACK_HTTP:
+            guard let user else { return -1 }
+            let path = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "/"
+            return httpRequestStarted(wsi: wsi, user: user, path: path)
+
+        case LWS_CALLBACK_HTTP_BODY:
+            guard let conn = connection(user), conn.awaitingBody else { return 0 }
+            if conn.body.count + len > configuration.maxBodyBytes {
+                conn.bodyOverflow = true
+                conn.body = []
+            } else if !conn.bodyOverflow, let input, len > 0 {
+                conn.body.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len))
+            }
+            return 0
+
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            guard let conn = connection(user), conn.awaitingBody else { return 0 }
+            conn.awaitingBody = false
+            if conn.bodyOverflow {
+                answerNow(conn, .problem(.payloadTooLarge(limit: configuration.maxBodyBytes)))
+            } else {
+                dispatch(conn)
+            }
+            return 0
+
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            guard let conn = connection(user), let response = conn.pendingResponse else { return 0 }
+            conn.pendingResponse = nil
+            conn.body = []
+            if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
+            return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+
+        case LWS_CALLBACK_CLOSED_HTTP:
+            if let user { forget(user) }
+            return 0
+
+        case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            guard let user else { return 1 }
+            return webSocketFilter(wsi: wsi, user: user)
+
+        case LWS_CALLBACK_ESTABLISHED:
+            guard let conn = connection(user), let upgrade = conn.upgrade else { return -1 }
+            openWebSocketCount.add(1, ordering: .relaxed)
+            handler.webSocketOpened(upgrade)
+            return 0
+
+        case LWS_CALLBACK_RECEIVE:
+            guard let conn = connection(user) else { return -1 }
+            return webSocketReceive(conn, input: input, len: len)
+
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+            guard let conn = connection(user) else { return -1 }
+            return webSocketWriteable(conn)
+
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let conn = connection(user), let input, len >= 2 {
+                let bytes = input.assumingMemoryBound(to: UInt8.self)
+                conn.closeCode = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+            }
+            return 0
+
+        case LWS_CALLBACK_CLOSED:
+            if let conn = connection(user), conn.kind == .webSocket {
+                openWebSocketCount.subtract(1, ordering: .relaxed)
+                forget(user!)
+                handler.webSocketClosed(conn.id, code: conn.closeCode ?? conn.pendingClose?.code)
+                finishShutdownIfIdle()
+            }
+            return 0
+
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, len)
+        }
+    }
+
+    // MARK: Connections by id
+
+    private func connection(_ user: UnsafeMutableRawPointer?) -> EdgeConnection? {
+        guard let user else { return nil }
+        let id = user.load(as: UInt64.self)
+        return id == 0 ? nil : confined.connections[id]
+    }
+
+    private func register(wsi: OpaquePointer, user: UnsafeMutableRawPointer, kind: EdgeConnection.Kind) -> EdgeConnection {
+        if let existing = connection(user) {
+            existing.kind = kind
+            return existing
+        }
+        let id = confined.nextID
+        confined.nextID += 1
+        user.storeBytes(of: id, as: UInt64.self)
+        let conn = EdgeConnection(id: id, wsi: wsi, kind: kind)
+        confined.connections[id] = conn
+        return conn
+    }
+
+    private func forget(_ user: UnsafeMutableRawPointer) {
+        let id = user.load(as: UInt64.self)
+        guard id != 0 else { return }
+        confined.connections[id] = nil
+        user.storeBytes(of: UInt64(0), as: UInt64.self)
+    }
+
+    // MARK: HTTP
+
+    private func httpRequestStarted(wsi: OpaquePointer, user: UnsafeMutableRawPointer, path: String) -> Int32 {
+        let conn = register(wsi: wsi, user: user, kind: .http)
+        conn.body = []
+        conn.bodyOverflow = false
+        conn.pendingResponse = nil
+        conn.path = path
+        conn.query = Self.queryArguments(wsi)
+        conn.headers = readHeaders(wsi)
+        guard let method = Self.method(wsi) else {
+            answerNow(conn, .problem(.methodNotAllowed("method not supported"), headers: [("allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")]))
+            return 0
+        }
+        conn.method = method
+
+        if confined.draining {
+            var response = HTTPResponse.problem(.serviceUnavailable("the server is shutting down"))
+            response.closeConnection = true
+            answerNow(conn, response)
+            return 0
+        }
+
+        let contentLength = conn.headers["content-length"].flatMap { Int($0) } ?? 0
+        let chunked = conn.headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+        if chunked {
+            // Bodies must say their length, so the limit is checked before reading.
+            var response = HTTPResponse.problem(.kassa("length-required", "Length Required", 411,
+                                                       detail: "send the request body with a Content-Length header"))
+            response.closeConnection = true
+            answerNow(conn, response)
+            return 0
+        }
+        if contentLength > configuration.maxBodyBytes {
+            // The body is not read: answer and close, so it is not taken for the next request.
+            var response = HTTPResponse.problem(.payloadTooLarge(limit: configuration.maxBodyBytes))
+            response.closeConnection = true
+            answerNow(conn, response)
+            return 0
+        }
+        if contentLength > 0 {
+            conn.awaitingBody = true
+            conn.body.reserveCapacity(min(contentLength, configuration.maxBodyBytes))
+        } else {
+            dispatch(conn)
+        }
+        return 0
+    }
+
+    private func dispatch(_ conn: EdgeConnection) {
+        let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
+                                  headers: conn.headers, body: conn.body, remoteAddress: Self.peer(conn.wsi))
+        conn.body = []
+        confined.httpInFlight += 1
+        let handler = self.handler
+        let id = conn.id
+        Task { [self] in
+            let response = await handler.respond(to: request)
+            post(.response(id, response))
+        }
+    }
+
+    /// Answers on the service thread without a handler (limits, draining).
+    private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) {
+        conn.awaitingBody = false
+        conn.pendingResponse = response
+        lws_callback_on_writable(conn.wsi)
+    }
+
+    private func writeHTTP(wsi: OpaquePointer, _ response: HTTPResponse) -> Bool {
+        let pre = kassa_lws_pre
+        var extraBytes = 0
+        for (n, v) in response.headers { extraBytes += n.utf8.count + v.utf8.count + 4 }
+        var buffer = [UInt8](repeating: 0, count: pre + 512 + extraBytes)
+        let ok = buffer.withUnsafeMutableBufferPointer { buf -> Bool in
+            let start = buf.baseAddress! + pre
+            let end = buf.baseAddress! + buf.count
+            var p: UnsafeMutablePointer<UInt8>? = start
+            if lws_add_http_common_headers(wsi, UInt32(response.status), response.contentType,
+                                           lws_filepos_t(response.body.count), &p, end) != 0 { return false }
+            for (name, value) in response.headers {
+                let field = name.hasSuffix(":") ? name : name + ":"
+                if lws_add_http_header_by_name(wsi, field, value, Int32(value.utf8.count), &p, end) != 0 { return false }
+            }
+            if response.closeConnection {
+                if lws_add_http_header_by_name(wsi, "connection:", "close", 5, &p, end) != 0 { return false }
+            }
+            return lws_finalize_write_http_header(wsi, start, &p, end) == 0
+        }
+        guard ok else { return false }
+        if response.body.isEmpty { return true }
+        var body = [UInt8](repeating: 0, count: pre)
+        body.append(contentsOf: response.body)
+        let written = body.withUnsafeMutableBufferPointer { buf in
+            lws_write(wsi, buf.baseAddress! + pre, response.body.count, LWS_WRITE_HTTP_FINAL)
+        }
+        return written >= 0
+    }
+
+    // MARK: WebSocket
+
+    private func webSocketFilter(wsi: OpaquePointer, user: UnsafeMutableRawPointer) -> Int32 {
+        let conn = register(wsi: wsi, user: user, kind: .webSocket)
+        let path = Self.header(wsi, WSI_TOKEN_GET_URI) ?? "/"
+        let upgrade = WebSocketUpgrade(connectionID: conn.id, path: path, query: Self.queryArguments(wsi).map { (name: $0.0, value: $0.1) },
+                                       headers: readHeaders(wsi), remoteAddress: Self.peer(wsi))
+        if confined.draining {
+            refuse(wsi: wsi, user: user, .problem(.serviceUnavailable("the server is shutting down")))
+            return 1
+        }
+        if let refusal = handler.shouldAcceptWebSocket(upgrade) {
+            refuse(wsi: wsi, user: user, refusal)
+            return 1
+        }
+        conn.upgrade = upgrade
+        return 0
+    }
+
+    /// Answers a refused upgrade with a plain HTTP response before the connection is dropped.
+    private func refuse(wsi: OpaquePointer, user: UnsafeMutableRawPointer, _ response: HTTPResponse) {
+        var response = response
+        response.closeConnection = true
+        _ = writeHTTP(wsi: wsi, response)
+        forget(user)
+    }
+
+    private func webSocketReceive(_ conn: EdgeConnection, input: UnsafeMutableRawPointer?, len: Int) -> Int32 {
+        let wsi = conn.wsi
+        if lws_frame_is_binary(wsi) != 0 {
+            lws_close_reason(wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, nil, 0)
+            conn.closeCode = WebSocketCloseCode.unsupportedData
+            return -1
+        }
+        if conn.message.count + len > configuration.maxFrameBytes {
+            let reason = "message larger than \(configuration.maxFrameBytes) bytes"
+            closeNow(conn, code: WebSocketCloseCode.messageTooBig, reason: reason)
+            return -1
+        }
+        if let input, len > 0 {
+            conn.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len))
+        }
+        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
+        let bytes = conn.message
+        conn.message = []
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            closeNow(conn, code: WebSocketCloseCode.invalidPayload, reason: "invalid UTF-8")
+            return -1
+        }
+        handler.webSocketReceived(conn.id, text: text)
+        return 0
+    }
+
+    private func closeNow(_ conn: EdgeConnection, code: UInt16, reason: String) {
+        var bytes = Array(reason.utf8.prefix(120))
+        lws_close_reason(conn.wsi, lws_close_status(rawValue: UInt32(code)), &bytes, bytes.count)
+        conn.closeCode = code
+    }
+
+    private func webSocketWriteable(_ conn: EdgeConnection) -> Int32 {
+        if conn.outboundHead < conn.outbound.count {
+            var frame = conn.outbound[conn.outboundHead]
+            conn.outbound[conn.outboundHead] = []
+            conn.outboundHead += 1
+            conn.outboundBytes -= frame.count
+            if conn.outboundHead == conn.outbound.count {
+                conn.outbound.removeAll(keepingCapacity: true)
+                conn.outboundHead = 0
+            }
+            let pre = kassa_lws_pre
+            let n = frame.withUnsafeMutableBufferPointer { buf in
+                lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
+            }
+            if n < 0 { return -1 }
+            if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
+                lws_callback_on_writable(conn.wsi)
+            }
+            return 0
+        }
+        if let close = conn.pendingClose {
+            closeNow(conn, code: close.code, reason: close.reason)
+            return -1
+        }
+        return 0
+    }
+
+    // MARK: Outbox
+
+    private func drainOutbox() {
+        let commands = outbox.withLock { box -> [Command] in
+            let taken = box.commands
+            box.commands.removeAll(keepingCapacity: true)
+            return taken
+        }
+        for command in commands {
+            switch command {
+            case .response(let id, let response):
+                confined.httpInFlight -= 1
+                if let conn = confined.connections[id] {
+                    conn.pendingResponse = response
+                    lws_callback_on_writable(conn.wsi)
+                }
+                finishShutdownIfIdle()
+            case .send(let id, let frame):
+                guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { continue }
+                if conn.outboundBytes + frame.count > configuration.maxOutboundBytes {
+                    conn.outbound.removeAll()
+                    conn.outboundHead = 0
+                    conn.outboundBytes = 0
+                    conn.pendingClose = (WebSocketCloseCode.slowConsumer, "slow consumer: resume with since")
+                } else {
+                    conn.outbound.append(frame)
+                    conn.outboundBytes += frame.count
+                }
+                lws_callback_on_writable(conn.wsi)
+            case .close(let id, let code, let reason):
+                guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { continue }
+                conn.pendingClose = (code, reason)
+                lws_callback_on_writable(conn.wsi)
+            case .shutdown:
+                confined.draining = true
+                for conn in confined.connections.values where conn.kind == .webSocket && conn.pendingClose == nil {
+                    conn.pendingClose = (WebSocketCloseCode.goingAway, "server shutting down")
+                    lws_callback_on_writable(conn.wsi)
+                }
+                finishShutdownIfIdle()
+            case .forceExit:
+                exitRequested.store(true, ordering: .releasing)
+            }
+        }
+    }
+
+    private func finishShutdownIfIdle() {
+        guard confined.draining, confined.httpInFlight == 0, openWebSocketCount.load(ordering: .relaxed) == 0 else { return }
+        // Let pending answers be written before the context goes.
+        let writing = confined.connections.values.contains { $0.pendingResponse != nil }
+        if !writing {
+            exitRequested.store(true, ordering: .releasing)
+            if let context { lws_cancel_service(context) }
+        }
+    }
+
+    // MARK: Reading the request
+
+    static func method(_ wsi: OpaquePointer) -> HTTPMethod? {
+        let candidates: [(lws_token_indexes, HTTPMethod)] = [
+            (WSI_TOKEN_GET_URI, .GET), (WSI_TOKEN_POST_URI, .POST), (WSI_TOKEN_PUT_URI, .PUT),
+            (WSI_TOKEN_PATCH_URI, .PATCH), (WSI_TOKEN_DELETE_URI, .DELETE), (WSI_TOKEN_OPTIONS_URI, .OPTIONS),
+            (WSI_TOKEN_HEAD_URI, .HEAD),
+        ]
+        for (token, method) in candidates where lws_hdr_total_length(wsi, token) > 0 { return method }
+        return nil
+    }
+
+    static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+        let length = Int(lws_hdr_total_length(wsi, token))
+        guard length > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        guard lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token) >= 0 else { return nil }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Query arguments, one lws fragment each, already percent-decoded by lws.
+    static func queryArguments(_ wsi: OpaquePointer) -> [(String, String)] {
+        var result: [(String, String)] = []
+        var index: Int32 = 0
+        while true {
+            let length = Int(lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, index))
+            guard length > 0 else { break }
+            var buffer = [CChar](repeating: 0, count: length + 1)
+            guard lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index) >= 0 else { break }
+            let fragment = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if let eq = fragment.firstIndex(of: "=") {
+                result.append((String(fragment[..<eq]), String(fragment[fragment.index(after: eq)...])))
+            } else {
+                result.append((fragment, ""))
+            }
+            index += 1
+        }
+        return result
+    }
+
+    /// The known headers lws parsed, plus the configured custom ones.
+    func readHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        let skip: Set<UInt32> = [WSI_TOKEN_GET_URI, WSI_TOKEN_POST_URI, WSI_TOKEN_PUT_URI, WSI_TOKEN_PATCH_URI,
+                                 WSI_TOKEN_DELETE_URI, WSI_TOKEN_OPTIONS_URI, WSI_TOKEN_HEAD_URI,
+                                 WSI_TOKEN_HTTP_URI_ARGS, WSI_TOKEN_HTTP].reduce(into: []) { $0.insert($1.rawValue) }
+        for raw in 0..<WSI_TOKEN_COUNT.rawValue where !skip.contains(raw) {
+            let token = lws_token_indexes(rawValue: raw)
+            guard lws_hdr_total_length(wsi, token) > 0, let namePointer = lws_token_to_string(token) else { continue }
+            var name = String(cString: namePointer)
+            if name.hasSuffix(":") { name.removeLast() }
+            guard !name.isEmpty, !name.hasPrefix(":"), let value = Self.header(wsi, token) else { continue }
+            headers.add(name, value)
+        }
+        for name in configuration.customHeaderNames {
+            let key = name.lowercased() + ":"
+            let length = Int(lws_hdr_custom_length(wsi, key, Int32(key.utf8.count)))
+            guard length >= 0 else { continue }
+            var buffer = [CChar](repeating: 0, count: length + 1)
+            guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), key, Int32(key.utf8.count)) >= 0 else { continue }
+            headers.add(name, String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return headers
+    }
+
+    static func peer(_ wsi: OpaquePointer) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,182 @@
+import CLibWebSockets
+import Foundation
+import KassaCore
+import Synchronization
+
+/// Why the edge could not start.
+public struct EdgeStartError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+/// The HTTP/1.1 + WebSocket server: one libwebsockets context serviced by one
+/// thread of its own.
+///
+/// Threading: everything in `EdgeServer.Confined` is touched only by the
+/// service thread. Other threads talk to it through `outbox` (a mutex-guarded
+/// queue) and `lws_cancel_service`, which makes the service thread drain the
+/// queue on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+///
+/// ```swift
+/// let edge = EdgeServer(configuration: .init(port: 0), handler: gateway)
+/// try edge.start()
+/// print(edge.port)
+/// await edge.stop()
+/// ```
+public final class EdgeServer: @unchecked Sendable {
+    public let configuration: EdgeConfiguration
+    let handler: EdgeHandler
+
+    enum Command {
+        case response(UInt64, HTTPResponse)
+        case send(UInt64, [UInt8])
+        case close(UInt64, UInt16, String)
+        case shutdown
+        case forceExit
+    }
+
+    /// Commands for the service thread; `contextAlive` turns false before the
+    /// context is destroyed, so no late post wakes a freed context.
+    let outbox = Mutex<(commands: [Command], contextAlive: Bool)>(([], true))
+    let exitRequested = Atomic<Bool>(false)
+    let openWebSocketCount = Atomic<Int>(0)
+    private let stopped = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// lws-thread confined state.
+    var confined = Confined()
+    private(set) var context: OpaquePointer?
+    public private(set) var port: Int = 0
+
+    // C-owned memory that must outlive the context.
+    private var protocols: UnsafeMutablePointer<lws_protocols>?
+    private var protocolName: UnsafeMutablePointer<CChar>?
+    private var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
+
+    public init(configuration: EdgeConfiguration, handler: EdgeHandler) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    deinit {
+        protocols?.deallocate()
+        free(protocolName)
+        retryPolicy?.deallocate()
+    }
+
+    /// Number of WebSockets currently open.
+    public var openWebSockets: Int { openWebSocketCount.load(ordering: .relaxed) }
+
+    /// Binds the port and starts the service thread.
+    public func start() throws(EdgeStartError) {
+        lws_set_log_level(Int32(ProcessInfo.processInfo.environment["KASSA_LWS_LOG_LEVEL"].flatMap { Int32($0) } ?? Int32(LLL_ERR)), nil)
+
+        protocolName = strdup(configuration.webSocketProtocol)
+        let table = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
+        table.initialize(repeating: lws_protocols(), count: 2)
+        table[0].name = UnsafePointer(protocolName)
+        table[0].callback = kassaEdgeCallback
+        table[0].per_session_data_size = MemoryLayout<UInt64>.size
+        table[0].rx_buffer_size = 16 * 1024
+        protocols = table
+
+        let retry = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
+        retry.initialize(to: lws_retry_bo_t())
+        retry.pointee.secs_since_valid_ping = UInt16(clamping: configuration.pingIntervalSeconds)
+        retry.pointee.secs_since_valid_hangup = UInt16(clamping: configuration.idleTimeoutSeconds)
+        retryPolicy = retry
+
+        var info = lws_context_creation_info()
+        info.port = Int32(configuration.port)
+        info.protocols = UnsafePointer(table)
+        info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.retry_and_idle_policy = UnsafePointer(retry)
+        info.timeout_secs = UInt32(configuration.requestTimeoutSeconds)
+        info.keepalive_timeout = Int32(configuration.requestTimeoutSeconds)
+        info.max_http_header_data = 8192
+        info.count_threads = 1
+        // Each request in flight holds a header table until it is answered.
+        info.max_http_header_pool = 1024
+
+        let created: OpaquePointer? = configuration.host.withCString { iface in
+            info.iface = iface
+            return lws_create_context(&info)
+        }
+        guard let context = created else {
+            throw EdgeStartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use or not available)")
+        }
+        self.context = context
+        if let vhost = lws_get_vhost_by_name(context, "default") {
+            port = Int(lws_get_vhost_listen_port(vhost))
+        }
+
+        let thread = Thread { [self] in serviceLoop() }
+        thread.name = "kassa-edge"
+        thread.start()
+    }
+
+    private func serviceLoop() {
+        guard let context else { return }
+        while !exitRequested.load(ordering: .acquiring) {
+            if lws_service(context, 0) < 0 { break }
+        }
+        outbox.withLock { $0.contextAlive = false }
+        lws_context_destroy(context)
+        let waiters = stopped.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.done = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Stops gracefully: refuses new requests, closes WebSockets with 1001,
+    /// lets in-flight requests finish (up to the grace period), then closes all.
+    public func stop() async {
+        guard context != nil else { return }
+        post(.shutdown)
+        let grace = configuration.shutdownGraceSeconds
+        let deadline = Task { [weak self] in
+            guard (try? await Task.sleep(for: .seconds(grace))) != nil else { return }
+            self?.post(.forceExit)
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let alreadyDone = stopped.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiters.append(c)
+                return false
+            }
+            if alreadyDone { c.resume() }
+        }
+        deadline.cancel()
+    }
+
+    // MARK: Posting work to the service thread
+
+    func post(_ command: Command) {
+        let context = self.context
+        outbox.withLock { box in
+            guard box.contextAlive, let context else { return }
+            box.commands.append(command)
+            // Under the lock, so the context cannot be destroyed meanwhile.
+            lws_cancel_service(context)
+        }
+    }
+
+    /// Queues one text message for a WebSocket. Safe from any thread.
+    public func send(_ connectionID: UInt64, text: String) {
+        var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
+        frame.append(contentsOf: text.utf8)
+        post(.send(connectionID, frame))
+    }
+
+    public func send(_ connectionID: UInt64, json: JSONValue) {
+        var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
+        json.write(into: &frame)
+        post(.send(connectionID, frame))
+    }
+
+    /// Closes a WebSocket after what is already queued for it. Safe from any thread.
+    public func close(_ connectionID: UInt64, code: UInt16, reason: String) {
+        post(.close(connectionID, code, reason))
+    }
+}

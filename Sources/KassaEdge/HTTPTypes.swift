@@ -1,0 +1,105 @@
+import KassaCore
+
+public enum HTTPMethod: String, Sendable, CaseIterable {
+    case GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS
+}
+
+/// Request or response headers. Names are kept lower-cased, as HTTP/1.1
+/// header names are case-insensitive.
+public struct HTTPHeaders: Sendable, Sequence {
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    public init(_ fields: [(String, String)] = []) {
+        for (n, v) in fields { add(n, v) }
+    }
+
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append((name.lowercased(), value))
+    }
+
+    public subscript(name: String) -> String? {
+        let lower = name.lowercased()
+        return fields.first(where: { $0.name == lower })?.value
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+}
+
+/// One HTTP request as the edge received it. The path is percent-decoded by
+/// libwebsockets; query parameters come decoded and in order.
+public struct HTTPRequest: Sendable {
+    public let connectionID: UInt64
+    public let method: HTTPMethod
+    public let path: String
+    public let query: [(name: String, value: String)]
+    public let headers: HTTPHeaders
+    public let body: [UInt8]
+    public let remoteAddress: String
+
+    public init(connectionID: UInt64 = 0, method: HTTPMethod, path: String, query: [(String, String)] = [],
+                headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], remoteAddress: String = "") {
+        self.connectionID = connectionID
+        self.method = method
+        self.path = path
+        self.query = query.map { (name: $0.0, value: $0.1) }
+        self.headers = headers
+        self.body = body
+        self.remoteAddress = remoteAddress
+    }
+
+    public func queryValue(_ name: String) -> String? { query.first(where: { $0.name == name })?.value }
+}
+
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var contentType: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    /// Close the connection after this answer (used when the request body was not read).
+    public var closeConnection: Bool
+
+    public init(status: Int, contentType: String = "application/json", headers: [(String, String)] = [],
+                body: [UInt8] = [], closeConnection: Bool = false) {
+        self.status = status
+        self.contentType = contentType
+        self.headers = headers
+        self.body = body
+        self.closeConnection = closeConnection
+    }
+
+    public static func json(_ value: JSONValue, status: Int = 200, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, contentType: "application/json", headers: headers, body: value.bytes)
+    }
+
+    public static func problem(_ problem: Problem, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(status: problem.status, contentType: Problem.contentType, headers: headers, body: problem.json.bytes)
+    }
+
+    public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> HTTPResponse {
+        HTTPResponse(status: status, contentType: contentType, body: Array(text.utf8))
+    }
+}
+
+/// What a WebSocket client asked for when it upgraded.
+public struct WebSocketUpgrade: Sendable {
+    public let connectionID: UInt64
+    public let path: String
+    public let query: [(name: String, value: String)]
+    public let headers: HTTPHeaders
+    public let remoteAddress: String
+
+    public func queryValue(_ name: String) -> String? { query.first(where: { $0.name == name })?.value }
+}
+
+/// Close codes Kassa sends (RFC 6455 §7.4 plus private codes 4000–4999).
+public enum WebSocketCloseCode {
+    public static let normal: UInt16 = 1000
+    public static let goingAway: UInt16 = 1001
+    public static let unsupportedData: UInt16 = 1003
+    public static let invalidPayload: UInt16 = 1007
+    public static let policyViolation: UInt16 = 1008
+    public static let messageTooBig: UInt16 = 1009
+    public static let internalError: UInt16 = 1011
+    /// The outbound queue passed its bound; the client resumes with `since`.
+    public static let slowConsumer: UInt16 = 4008
+}

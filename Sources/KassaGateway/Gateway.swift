@@ -1,0 +1,130 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaStore
+import KassaUpstream
+import Logging
+import Synchronization
+
+/// The application behind the edge: finds the route for each request, runs
+/// it, and writes what happened to the event log.
+public final class Gateway: EdgeHandler {
+    public let configuration: GatewayConfiguration
+    public let store: Store
+    public let upstream: UpstreamClient
+    let logger: Logger
+    let router: Router
+    private let edgeReference = Mutex<EdgeServer?>(nil)
+    private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
+
+    public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.upstream = upstream
+        self.logger = logger
+        self.router = Router(Gateway.routes)
+    }
+
+    /// The edge that serves this gateway, for WebSocket sends.
+    public func attach(_ edge: EdgeServer) { edgeReference.withLock { $0 = edge } }
+    var edge: EdgeServer? { edgeReference.withLock { $0 } }
+
+    /// Header names the edge must read beyond the ones libwebsockets knows.
+    public static let customHeaderNames = ["idempotency-key", "traceparent", "x-request-id", MerchantAPI.apiKeyHeader]
+
+    // MARK: HTTP
+
+    public func respond(to request: HTTPRequest) async -> HTTPResponse {
+        let started = ContinuousClock.now
+        let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
+        var routeName = "unmatched"
+        var response: HTTPResponse
+        switch router.match(request.method, request.path) {
+        case .found(let route, let parameters):
+            routeName = route.name
+            response = await route.handler(self, RequestContext(request: request, parameters: parameters,
+                                                                requestID: requestID, routeName: route.name))
+        case .methodNotAllowed(let allowed):
+            let list = allowed.map(\.rawValue).joined(separator: ", ")
+            response = .problem(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),
+                                headers: [("allow", list)])
+        case .notFound:
+            response = .problem(.notFound("no route for \(request.path)"))
+        }
+        if response.contentType == Problem.contentType {
+            response = Self.stampInstance(response, requestID: requestID)
+        }
+        response.headers.append(("x-request-id", requestID))
+        if request.method == .HEAD { response.body = [] }
+
+        let elapsed = started.duration(to: .now)
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        if routeName != "health" {
+            store.eventLog.append(LogEvent(
+                atMs: Self.nowMs(), kind: "http.request", level: response.status >= 500 ? .error : .info,
+                summary: "\(request.method.rawValue) \(request.path) → \(response.status)", durationMs: ms, status: response.status,
+                traceID: requestID,
+                data: ["method": .string(request.method.rawValue), "path": .string(request.path), "route": .string(routeName),
+                       "remote": .string(request.remoteAddress), "requestId": .string(requestID)]))
+        }
+        return response
+    }
+
+    static func stampInstance(_ response: HTTPResponse, requestID: String) -> HTTPResponse {
+        guard case .object(var object)? = try? JSONValue.parse(response.body), object["instance"] == nil else { return response }
+        object["instance"] = .string("urn:kassa:request:\(requestID)")
+        var stamped = response
+        stamped.body = JSONValue.object(object).bytes
+        return stamped
+    }
+
+    static func isSafeToken(_ s: String) -> Bool {
+        !s.isEmpty && s.count <= 64 && s.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+    }
+
+    public static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    // MARK: WebSocket (the session stream arrives with the PaymentSession work)
+
+    public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
+        .problem(.notFound("no WebSocket route for \(upgrade.path)"))
+    }
+
+    public func webSocketOpened(_ upgrade: WebSocketUpgrade) {}
+    public func webSocketReceived(_ connectionID: UInt64, text: String) {}
+    public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {}
+
+    // MARK: Operations
+
+    func healthz(_ context: RequestContext) async -> HTTPResponse {
+        .json(["status": "ok"])
+    }
+
+    func readyz(_ context: RequestContext) async -> HTTPResponse {
+        let storeOK = store.isHealthy()
+        let upstreamOK = await upstreamReachable()
+        var checks: [String: JSONValue] = ["store": .string(storeOK ? "ok" : (store.eventLog.lastWriteError ?? "unavailable")),
+                                           "upstream": .string(upstreamOK ? "ok" : "unreachable")]
+        if storeOK && upstreamOK {
+            checks["status"] = "ready"
+            return .json(.object(checks))
+        }
+        var problem = Problem.serviceUnavailable("not ready: " + [storeOK ? nil : "store", upstreamOK ? nil : "upstream"].compactMap { $0 }.joined(separator: ", "))
+        problem.extensions["checks"] = .object(checks)
+        return .problem(problem)
+    }
+
+    /// Any HTTP answer from the upstream base URL counts as reachable; the
+    /// result is kept for two seconds so probes do not load the upstream.
+    func upstreamReachable() async -> Bool {
+        let cached = readiness.withLock { state -> Bool? in
+            guard let at = state.checkedAt, at.duration(to: .now) < .seconds(2) else { return nil }
+            return state.upstreamReachable
+        }
+        if let cached { return cached }
+        let request = UpstreamRequest(method: "GET", url: configuration.upstreamURL, connectTimeoutMs: 1_000, totalTimeoutMs: 2_000)
+        let reachable = (try? await upstream.send(request)) != nil
+        readiness.withLock { $0 = (.now, reachable) }
+        return reachable
+    }
+}

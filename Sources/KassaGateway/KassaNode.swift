@@ -1,0 +1,47 @@
+import KassaCore
+import KassaEdge
+import KassaStore
+import KassaUpstream
+import Logging
+
+/// One running Kassa process's parts, wired together: store, upstream
+/// client, gateway and edge. `kassa serve` and the end-to-end tests both
+/// start the gateway through this.
+public final class KassaNode: Sendable {
+    public let store: Store
+    public let upstream: UpstreamClient
+    public let gateway: Gateway
+    public let edge: EdgeServer
+    let logger: Logger
+
+    public var port: Int { edge.port }
+
+    /// Opens the database, starts the edge; throws a message fit for the operator.
+    public init(edge edgeConfiguration: EdgeConfiguration, gateway gatewayConfiguration: GatewayConfiguration,
+                databasePath: String, durability: Store.Durability = .normal, logger: Logger) throws {
+        var edgeConfiguration = edgeConfiguration
+        edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
+        store = try Store.open(path: databasePath, durability: durability)
+        upstream = UpstreamClient()
+        gateway = Gateway(configuration: gatewayConfiguration, store: store, upstream: upstream, logger: logger)
+        edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
+        self.logger = logger
+        gateway.attach(edge)
+        do {
+            try edge.start()
+        } catch {
+            upstream.shutdown()
+            throw error
+        }
+        store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.start", summary: "listening on \(edgeConfiguration.host):\(edge.port)"))
+    }
+
+    /// Graceful stop: the edge drains (WebSockets closed with 1001, in-flight
+    /// requests answered), then the event log is flushed and closed.
+    public func stop() async {
+        await edge.stop()
+        store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.stop", summary: "stopped"))
+        await store.close()
+        upstream.shutdown()
+    }
+}

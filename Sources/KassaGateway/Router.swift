@@ -1,0 +1,89 @@
+import KassaCore
+import KassaEdge
+
+/// A path pattern such as `/v1/sessions/{id}/stream`: literal segments and
+/// `{name}` parameters, each matching one non-empty segment.
+public struct PathPattern: Sendable, CustomStringConvertible {
+    enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    let segments: [Segment]
+    public let description: String
+
+    public init(_ pattern: String) {
+        description = pattern
+        segments = pattern.split(separator: "/", omittingEmptySubsequences: true).map { part in
+            part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
+        }
+    }
+
+    /// The parameters when `path` matches, else nil. A trailing slash matters
+    /// only where the pattern has one (the Merchant API root is `/swedbank-pay-mobile/`).
+    func match(_ path: String) -> [String: String]? {
+        guard path.hasSuffix("/") == description.hasSuffix("/") || path == "/" else { return nil }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        guard parts.count == segments.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (part, segment) in zip(parts, segments) {
+            switch segment {
+            case .literal(let literal): if part != literal { return nil }
+            case .parameter(let name): parameters[name] = String(part)
+            }
+        }
+        return parameters
+    }
+}
+
+/// What a handler gets: the request, its path parameters, and its request id.
+public struct RequestContext: Sendable {
+    public let request: HTTPRequest
+    public let parameters: [String: String]
+    public let requestID: String
+    public let routeName: String
+}
+
+/// One row of the routing table.
+public struct Route: Sendable {
+    public typealias Handler = @Sendable (Gateway, RequestContext) async -> HTTPResponse
+
+    public let method: HTTPMethod
+    public let pattern: PathPattern
+    /// A bounded, stable name for logs and metrics.
+    public let name: String
+    public let handler: Handler
+
+    public init(_ method: HTTPMethod, _ pattern: String, _ name: String, _ handler: @escaping Handler) {
+        self.method = method
+        self.pattern = PathPattern(pattern)
+        self.name = name
+        self.handler = handler
+    }
+}
+
+/// Finds the route for a request, telling "no such path" (404) from "path
+/// exists, other method" (405).
+public struct Router: Sendable {
+    public enum Match {
+        case found(Route, [String: String])
+        case methodNotAllowed(allowed: [HTTPMethod])
+        case notFound
+    }
+
+    public let routes: [Route]
+
+    public init(_ routes: [Route]) { self.routes = routes }
+
+    public func match(_ method: HTTPMethod, _ path: String) -> Match {
+        var allowed: [HTTPMethod] = []
+        for route in routes {
+            guard let parameters = route.pattern.match(path) else { continue }
+            if route.method == method || (method == .HEAD && route.method == .GET) {
+                return .found(route, parameters)
+            }
+            allowed.append(route.method)
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+    }
+}

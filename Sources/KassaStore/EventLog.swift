@@ -1,0 +1,172 @@
+import Foundation
+import GRDB
+import KassaCore
+import Synchronization
+
+/// The append-only event log. `append` never blocks on the disk: events are
+/// queued and one writer thread commits them in batches (every ≤ 10 ms or
+/// 1 000 events, one transaction a batch). Readers query in parallel.
+public final class EventLog: Sendable {
+    public static let maxBatch = 1_000
+    public static let maxDelay = 0.010
+
+    struct Queue {
+        var events: [LogEvent] = []
+        var appended: UInt64 = 0
+        var written: UInt64 = 0
+        var running = true
+        var waiters: [(target: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+        var lastError: String?
+        var batches: UInt64 = 0
+    }
+
+    private let pool: DatabasePool
+    private let queue = Mutex<Queue>(Queue())
+    private let wake = DispatchSemaphore(value: 0)
+    private let stopped = DispatchSemaphore(value: 0)
+
+    init(pool: DatabasePool) {
+        self.pool = pool
+        let thread = Thread { [self] in writerLoop() }
+        thread.name = "kassa-eventlog"
+        thread.start()
+    }
+
+    /// Queues an event; it is durable once a later `flush()` returns.
+    public func append(_ event: LogEvent) {
+        let full = queue.withLock { q -> Bool in
+            q.events.append(event)
+            q.appended += 1
+            return q.events.count >= Self.maxBatch
+        }
+        if full { wake.signal() }
+    }
+
+    /// Returns when every event appended before the call is committed.
+    public func flush() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = queue.withLock { q -> Bool in
+                if q.written >= q.appended || !q.running { return true }
+                q.waiters.append((q.appended, c))
+                return false
+            }
+            if done { c.resume() } else { wake.signal() }
+        }
+    }
+
+    /// Flushes, then stops the writer.
+    public func close() async {
+        await flush()
+        let wasRunning = queue.withLock { q -> Bool in
+            defer { q.running = false }
+            return q.running
+        }
+        if wasRunning {
+            wake.signal()
+            stopped.wait()
+        }
+    }
+
+    /// The last write failure, cleared by the next successful batch.
+    public var lastWriteError: String? { queue.withLock { $0.lastError } }
+
+    /// Events queued but not yet committed.
+    public var pendingCount: Int { queue.withLock { $0.events.count } }
+
+    public var batchCount: UInt64 { queue.withLock { $0.batches } }
+
+    private func writerLoop() {
+        while true {
+            _ = wake.wait(timeout: .now() + Self.maxDelay)
+            let (batch, running) = queue.withLock { q -> ([LogEvent], Bool) in
+                let n = min(q.events.count, Self.maxBatch)
+                let batch = Array(q.events.prefix(n))
+                q.events.removeFirst(n)
+                return (batch, q.running)
+            }
+            if !batch.isEmpty {
+                do {
+                    try pool.write { db in
+                        for event in batch { try Self.insert(event, db) }
+                    }
+                    let ready = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
+                        q.written += UInt64(batch.count)
+                        q.batches += 1
+                        q.lastError = nil
+                        let written = q.written
+                        let (due, waiting) = (q.waiters.filter { $0.target <= written }, q.waiters.filter { $0.target > written })
+                        q.waiters = waiting
+                        return due.map(\.continuation)
+                    }
+                    for c in ready { c.resume() }
+                } catch {
+                    // Keep the batch: it goes first on the next try. The error shows in /readyz.
+                    queue.withLock { q in
+                        q.events.insert(contentsOf: batch, at: 0)
+                        q.lastError = Store.reason(error)
+                    }
+                    Thread.sleep(forTimeInterval: 0.1)
+                    continue
+                }
+                let more = queue.withLock { !$0.events.isEmpty }
+                if more { wake.signal() }
+            }
+            if !running {
+                let rest = queue.withLock { q -> Bool in q.events.isEmpty }
+                if rest {
+                    let waiters = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
+                        defer { q.waiters = [] }
+                        return q.waiters.map(\.continuation)
+                    }
+                    for c in waiters { c.resume() }
+                    stopped.signal()
+                    return
+                }
+            }
+        }
+    }
+
+    static func insert(_ event: LogEvent, _ db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO events(at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        try statement.execute(arguments: [event.atMs, event.sessionID, event.seq, event.kind, event.level.rawValue,
+                                          event.summary, event.durationMs, event.status, event.traceID, event.data?.text])
+    }
+
+    // MARK: Reading
+
+    /// Events matching the filters, oldest first, at most `limit`.
+    public func events(sessionID: String? = nil, fromMs: Int64? = nil, toMs: Int64? = nil,
+                       afterID: Int64? = nil, limit: Int = 1_000) throws -> [LogEvent] {
+        var clauses: [String] = []
+        var arguments: StatementArguments = []
+        if let sessionID { clauses.append("session_id = ?"); arguments += [sessionID] }
+        if let fromMs { clauses.append("at_ms >= ?"); arguments += [fromMs] }
+        if let toMs { clauses.append("at_ms < ?"); arguments += [toMs] }
+        if let afterID { clauses.append("id > ?"); arguments += [afterID] }
+        let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+        arguments += [limit]
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
+                .map(Self.event(from:))
+        }
+    }
+
+    /// A session's pushed events after `seq`, in order: what a reconnecting client replays.
+    public func pushedEvents(sessionID: String, afterSeq: Int64) throws -> [LogEvent] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+                             arguments: [sessionID, afterSeq]).map(Self.event(from:))
+        }
+    }
+
+    static func event(from row: Row) -> LogEvent {
+        let dataText: String? = row["data"]
+        return LogEvent(id: row["id"], atMs: row["at_ms"], sessionID: row["session_id"], seq: row["seq"],
+                        kind: row["kind"], level: LogEvent.Level(rawValue: row["level"]) ?? .info,
+                        summary: row["summary"], durationMs: row["duration_ms"], status: row["status"],
+                        traceID: row["trace_id"], data: dataText.flatMap { try? JSONValue.parse($0) })
+    }
+}

@@ -1,0 +1,42 @@
+import GRDB
+
+/// The schema, one versioned step at a time. Steps are never edited once
+/// released; a change is a new step.
+enum Migrations {
+    static let names = ["v1-events", "v2-payment-orders"]
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-events") { db in
+            try db.execute(sql: """
+                CREATE TABLE events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    at_ms INTEGER NOT NULL,
+                    session_id TEXT,
+                    seq INTEGER,
+                    kind TEXT NOT NULL,
+                    level TEXT NOT NULL,
+                    summary TEXT NOT NULL,
+                    duration_ms REAL,
+                    status INTEGER,
+                    trace_id TEXT,
+                    data TEXT
+                );
+                CREATE INDEX events_by_session ON events(session_id, id) WHERE session_id IS NOT NULL;
+                CREATE UNIQUE INDEX events_by_session_seq ON events(session_id, seq) WHERE seq IS NOT NULL;
+                CREATE INDEX events_by_time ON events(at_ms);
+                """)
+        }
+        migrator.registerMigration("v2-payment-orders") { db in
+            try db.execute(sql: """
+                CREATE TABLE payment_orders (
+                    payee_reference TEXT PRIMARY KEY,
+                    payment_order_id TEXT,
+                    created_at_ms INTEGER NOT NULL
+                );
+                CREATE INDEX payment_orders_by_id ON payment_orders(payment_order_id);
+                """)
+        }
+        return migrator
+    }
+}

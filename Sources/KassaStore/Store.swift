@@ -1,0 +1,110 @@
+import Foundation
+import GRDB
+import KassaCore
+
+/// The SQLite database: event log and session store, one `DatabasePool` in
+/// WAL mode. Durability: `synchronous=NORMAL` by default, which in WAL mode
+/// keeps every committed transaction through a process crash (kill -9) but
+/// may lose the last ones on power loss; `.full` also survives power loss.
+///
+/// ```swift
+/// let store = try Store.open(path: "kassa.sqlite")
+/// store.eventLog.append(LogEvent(atMs: 0, kind: "note", summary: "hello"))
+/// await store.eventLog.flush()
+/// ```
+public final class Store: Sendable {
+    public enum Durability: String, Sendable { case normal, full }
+
+    public let path: String
+    public let pool: DatabasePool
+    public let eventLog: EventLog
+
+    private init(path: String, pool: DatabasePool) {
+        self.path = path
+        self.pool = pool
+        self.eventLog = EventLog(pool: pool)
+    }
+
+    /// Opens (creating if needed) and migrates the database, or fails with a
+    /// message that names the path and the cause.
+    public static func open(path: String, durability: Durability = .normal, upTo lastMigration: String? = nil) throws(StoreError) -> Store {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw StoreError("cannot open database \(path): \(Self.reason(error))")
+        }
+        do {
+            if let lastMigration {
+                try Migrations.migrator.migrate(pool, upTo: lastMigration)
+            } else {
+                try Migrations.migrator.migrate(pool)
+            }
+        } catch {
+            throw StoreError("cannot prepare database \(path): \(Self.reason(error))")
+        }
+        return Store(path: path, pool: pool)
+    }
+
+    /// The migrations applied to this database, oldest first.
+    public func appliedMigrations() throws -> [String] {
+        try pool.read { db in try Migrations.migrator.appliedMigrations(db) }
+    }
+
+    /// True when the database answers a read and the writer has no pending failure.
+    public func isHealthy() -> Bool {
+        guard eventLog.lastWriteError == nil else { return false }
+        return (try? pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
+    }
+
+    /// Flushes the event log and stops its writer.
+    public func close() async {
+        await eventLog.close()
+    }
+
+    static func reason(_ error: Error) -> String {
+        if let e = error as? DatabaseError {
+            switch e.resultCode {
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT: return "the file is not a Kassa database or is corrupt"
+            case .SQLITE_CANTOPEN: return "the file cannot be opened or created (check the directory exists and is writable)"
+            case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_AUTH: return "the file is read-only"
+            case .SQLITE_FULL: return "the disk is full"
+            default: return e.message ?? "\(e.resultCode)"
+            }
+        }
+        return "\(error)"
+    }
+}
+
+// MARK: - Payment orders
+
+extension Store {
+    public struct PaymentOrderRecord: Sendable, Equatable {
+        public var payeeReference: String
+        public var paymentOrderID: String?
+        public var createdAtMs: Int64
+    }
+
+    public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, atMs: Int64) throws {
+        try pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO payment_orders(payee_reference, payment_order_id, created_at_ms) VALUES (?, ?, ?)
+                ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id
+                """, arguments: [payeeReference, paymentOrderID, atMs])
+        }
+    }
+
+    public func paymentOrder(payeeReference: String) throws -> PaymentOrderRecord? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM payment_orders WHERE payee_reference = ?", arguments: [payeeReference]).map {
+                PaymentOrderRecord(payeeReference: $0["payee_reference"], paymentOrderID: $0["payment_order_id"],
+                                   createdAtMs: $0["created_at_ms"])
+            }
+        }
+    }
+}

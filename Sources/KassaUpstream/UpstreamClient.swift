@@ -1,0 +1,284 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// An HTTP client on the libcurl multi interface, serviced by one thread of
+/// its own; callers `await` without blocking their thread.
+///
+/// ```swift
+/// let client = UpstreamClient()
+/// let response = try await client.send(UpstreamRequest(url: "http://127.0.0.1:8080/healthz"))
+/// ```
+public final class UpstreamClient: Sendable {
+    /// Largest response body accepted.
+    public let maxResponseBytes: Int
+
+    private let engine: CurlEngine
+
+    public init(maxResponseBytes: Int = 8 << 20, maxCachedConnections: Int = 64) {
+        self.maxResponseBytes = maxResponseBytes
+        self.engine = CurlEngine(maxCachedConnections: maxCachedConnections)
+    }
+
+    /// Stops the curl thread; exchanges still running fail as cancelled.
+    public func shutdown() { engine.shutdown() }
+
+    public func send(_ request: UpstreamRequest) async throws(UpstreamError) -> UpstreamResponse {
+        if Task.isCancelled { throw .cancelled }
+        let transfer = Transfer(request: request, maxResponseBytes: maxResponseBytes)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<UpstreamResponse, UpstreamError>, Never>) in
+                transfer.continuation = c
+                engine.submit(transfer)
+            }
+        } onCancel: {
+            engine.cancel(transfer.id)
+        }
+        return try result.get()
+    }
+}
+
+/// One exchange in flight; touched by the curl thread only once submitted.
+final class Transfer: @unchecked Sendable {
+    private static let nextID = Atomic<UInt64>(1)
+
+    let id: UInt64
+    let request: UpstreamRequest
+    let maxResponseBytes: Int
+    var continuation: CheckedContinuation<Result<UpstreamResponse, UpstreamError>, Never>?
+    var easy: UnsafeMutableRawPointer?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    var status = 0
+    var headers: [(String, String)] = []
+    var body: [UInt8] = []
+    var tooLarge = false
+    var started = ContinuousClock.now
+
+    init(request: UpstreamRequest, maxResponseBytes: Int) {
+        self.id = Transfer.nextID.add(1, ordering: .relaxed).oldValue
+        self.request = request
+        self.maxResponseBytes = maxResponseBytes
+    }
+
+    func finish(_ result: Result<UpstreamResponse, UpstreamError>) {
+        continuation?.resume(returning: result)
+        continuation = nil
+    }
+}
+
+private let curlGlobalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+
+/// The multi handle and its thread.
+final class CurlEngine: @unchecked Sendable {
+    private enum Op {
+        case add(Transfer)
+        case cancel(UInt64)
+    }
+
+    private let multi: UnsafeMutableRawPointer
+    private let pending = Mutex<(ops: [Op], running: Bool)>(([], true))
+    /// Curl-thread confined: exchanges in flight by id.
+    private var active: [UInt64: Transfer] = [:]
+    private var cancelledEarly: Set<UInt64> = []
+
+    init(maxCachedConnections: Int) {
+        _ = curlGlobalInit
+        multi = curl_multi_init()
+        _ = kassa_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
+        let thread = Thread { [self] in loop() }
+        thread.name = "kassa-curl"
+        thread.start()
+    }
+
+    func submit(_ transfer: Transfer) {
+        let accepted = pending.withLock { state -> Bool in
+            guard state.running else { return false }
+            state.ops.append(.add(transfer))
+            return true
+        }
+        if accepted { curl_multi_wakeup(multi) } else { transfer.finish(.failure(.cancelled)) }
+    }
+
+    func cancel(_ id: UInt64) {
+        pending.withLock { $0.ops.append(.cancel(id)) }
+        curl_multi_wakeup(multi)
+    }
+
+    func shutdown() {
+        pending.withLock { $0.running = false }
+        curl_multi_wakeup(multi)
+    }
+
+    private func loop() {
+        var stillRunning: Int32 = 0
+        while true {
+            let (ops, running) = pending.withLock { state -> ([Op], Bool) in
+                defer { state.ops.removeAll(keepingCapacity: true) }
+                return (state.ops, state.running)
+            }
+            for op in ops {
+                switch op {
+                case .add(let transfer):
+                    if cancelledEarly.remove(transfer.id) != nil || !running {
+                        transfer.finish(.failure(.cancelled))
+                    } else {
+                        start(transfer)
+                    }
+                case .cancel(let id):
+                    if let transfer = active.removeValue(forKey: id) {
+                        release(transfer)
+                        transfer.finish(.failure(.cancelled))
+                    } else {
+                        cancelledEarly.insert(id)
+                    }
+                }
+            }
+            if !running {
+                for transfer in active.values {
+                    release(transfer)
+                    transfer.finish(.failure(.cancelled))
+                }
+                active.removeAll()
+                curl_multi_cleanup(multi)
+                return
+            }
+            curl_multi_perform(multi, &stillRunning)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                var privatePointer: UnsafeMutableRawPointer?
+                _ = kassa_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &privatePointer)
+                let code = kassa_msg_result(message)
+                guard let privatePointer else { continue }
+                let id = UInt64(UInt(bitPattern: privatePointer))
+                guard let transfer = active.removeValue(forKey: id) else { continue }
+                complete(transfer, code: code)
+            }
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+    }
+
+    private func start(_ transfer: Transfer) {
+        guard let easy = curl_easy_init() else {
+            transfer.finish(.failure(.transport(code: -1, message: "curl_easy_init failed")))
+            return
+        }
+        let request = transfer.request
+        transfer.easy = easy
+        transfer.started = .now
+        _ = kassa_easy_setopt_str(easy, CURLOPT_URL, request.url)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.totalTimeoutMs)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+        _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = kassa_easy_setopt_ptr(easy, CURLOPT_PRIVATE, UnsafeMutableRawPointer(bitPattern: UInt(transfer.id)))
+        let me = Unmanaged.passUnretained(transfer).toOpaque()
+        _ = kassa_easy_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, curlWriteBody)
+        _ = kassa_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
+        _ = kassa_easy_setopt_datafn(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader)
+        _ = kassa_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
+
+        let method = request.method.uppercased()
+        switch method {
+        case "GET": _ = kassa_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        case "HEAD": _ = kassa_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        default: _ = kassa_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
+        }
+        if let body = request.body {
+            _ = kassa_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            body.withUnsafeBytes { raw in
+                _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+            }
+        }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for (name, value) in request.headers {
+            guard !name.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == UInt8(ascii: ":") }),
+                  !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
+                curl_slist_free_all(list)
+                curl_easy_cleanup(easy)
+                transfer.finish(.failure(.invalidRequest("header \(name) holds a line break")))
+                return
+            }
+            list = curl_slist_append(list, "\(name): \(value)")
+        }
+        // No "Expect: 100-continue" round trip for larger bodies.
+        list = curl_slist_append(list, "Expect:")
+        transfer.headerList = list
+        _ = kassa_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
+
+        active[transfer.id] = transfer
+        curl_multi_add_handle(multi, easy)
+    }
+
+    private func release(_ transfer: Transfer) {
+        if let easy = transfer.easy {
+            curl_multi_remove_handle(multi, easy)
+            curl_easy_cleanup(easy)
+            transfer.easy = nil
+        }
+        curl_slist_free_all(transfer.headerList)
+        transfer.headerList = nil
+    }
+
+    private func complete(_ transfer: Transfer, code: CURLcode) {
+        guard let easy = transfer.easy else { return }
+        var status = 0
+        _ = kassa_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var connects = 0
+        _ = kassa_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+        let message = String(cString: curl_easy_strerror(code))
+        release(transfer)
+        let duration = transfer.started.duration(to: .now)
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+
+        switch code {
+        case CURLE_OK:
+            transfer.finish(.success(UpstreamResponse(status: status, headers: transfer.headers, body: transfer.body,
+                                                      duration: seconds, reusedConnection: connects == 0)))
+        case CURLE_OPERATION_TIMEDOUT:
+            transfer.finish(.failure(.timeout))
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            transfer.finish(.failure(.connectFailed(message)))
+        case CURLE_WRITE_ERROR where transfer.tooLarge:
+            transfer.finish(.failure(.responseTooLarge(limit: transfer.maxResponseBytes)))
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            transfer.finish(.failure(.connectionLost(message)))
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+            transfer.finish(.failure(.invalidRequest(message)))
+        default:
+            transfer.finish(.failure(.transport(code: Int(code.rawValue), message: message)))
+        }
+    }
+}
+
+private func curlWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ user: UnsafeMutableRawPointer?) -> Int {
+    guard let user else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
+    let n = size * count
+    if transfer.body.count + n > transfer.maxResponseBytes {
+        transfer.tooLarge = true
+        return 0
+    }
+    if let data, n > 0 {
+        transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
+    }
+    return n
+}
+
+private func curlWriteHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ user: UnsafeMutableRawPointer?) -> Int {
+    guard let user, let data else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
+    let n = size * count
+    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
+        .trimmingCharacters(in: .whitespacesAndNewlines)
+    if line.hasPrefix("HTTP/") {
+        // A new status line (after 100 Continue or a redirect) starts a new header set.
+        transfer.headers.removeAll()
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        transfer.headers.append((name, value))
+    }
+    return n
+}

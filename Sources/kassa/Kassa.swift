@@ -1,0 +1,12 @@
+import ArgumentParser
+import KassaCore
+
+@main
+struct Kassa: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kassa",
+        abstract: "Kassa: a payment session gateway for Swedbank Pay.",
+        version: KassaVersion.string,
+        subcommands: [Serve.self]
+    )
+}

@@ -1,0 +1,139 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaGateway
+import KassaStore
+import Logging
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the gateway: HTTP and WebSocket on one port.",
+        discussion: "Every option can also be set by the environment variable named in its help; a flag wins over the variable."
+    )
+
+    @Option(help: "Address to listen on, HOST:PORT. (KASSA_LISTEN, default 127.0.0.1:8080)")
+    var listen: String?
+    @Option(help: "SQLite database file for the event log and sessions. (KASSA_DB, default ./kassa.sqlite)")
+    var db: String?
+    @Option(name: .customLong("upstream-url"), help: "Swedbank Pay base URL; empty runs the embedded simulator. (KASSA_UPSTREAM_URL)")
+    var upstreamURL: String?
+    @Option(name: .customLong("upstream-token"), help: "Bearer token for Swedbank Pay. (KASSA_UPSTREAM_TOKEN, default: the simulator's token when embedded)")
+    var upstreamToken: String?
+    @Option(name: .customLong("api-keys"), help: "Comma-separated Merchant API keys; empty: one is generated and printed at start. (KASSA_API_KEYS)")
+    var apiKeys: String?
+    @Option(name: .customLong("admin-token"), help: "Token for the support API and admin page; empty: generated and printed at start. (KASSA_ADMIN_TOKEN)")
+    var adminToken: String?
+    @Option(name: .customLong("allowed-upstream-hosts"), help: "Comma-separated hosts a view-paymentsession href may name. (KASSA_ALLOWED_UPSTREAM_HOSTS, default: the upstream URL's host)")
+    var allowedUpstreamHosts: String?
+    @Option(name: .customLong("max-body-bytes"), help: "Largest request body; larger ones get 413. (KASSA_MAX_BODY_BYTES, default 1048576)")
+    var maxBodyBytes: Int?
+    @Option(name: .customLong("max-frame-bytes"), help: "Largest WebSocket message; larger ones close with 1009. (KASSA_MAX_FRAME_BYTES, default 65536)")
+    var maxFrameBytes: Int?
+    @Option(name: .customLong("max-outbound-bytes"), help: "Bytes queued for one WebSocket before it is closed as a slow consumer (4008). (KASSA_MAX_OUTBOUND_BYTES, default 1048576)")
+    var maxOutboundBytes: Int?
+    @Option(name: .customLong("ping-interval"), help: "Seconds of WebSocket silence before a ping. (KASSA_PING_INTERVAL, default 20)")
+    var pingInterval: Int?
+    @Option(name: .customLong("idle-timeout"), help: "Seconds without a pong or frame before a WebSocket is dropped. (KASSA_IDLE_TIMEOUT, default 60)")
+    var idleTimeout: Int?
+    @Option(name: .customLong("request-timeout"), help: "Seconds a client may take to send one HTTP request. (KASSA_REQUEST_TIMEOUT, default 10)")
+    var requestTimeout: Int?
+    @Option(name: .customLong("upstream-timeout-ms"), help: "Milliseconds allowed for one upstream exchange. (KASSA_UPSTREAM_TIMEOUT_MS, default 10000)")
+    var upstreamTimeoutMs: Int?
+    @Option(name: .customLong("shutdown-grace"), help: "Seconds a graceful stop waits for in-flight work. (KASSA_SHUTDOWN_GRACE, default 5)")
+    var shutdownGrace: Int?
+    @Option(help: "SQLite durability: normal (survives a process crash) or full (also power loss). (KASSA_DURABILITY, default normal)")
+    var durability: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. (KASSA_LOG_LEVEL, default info)")
+    var logLevel: String?
+
+    func run() async throws {
+        let levelName = setting(logLevel, "KASSA_LOG_LEVEL", default: "info")
+        guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("unknown log level \(levelName)") }
+        LoggingSystem.bootstrap { label in JSONLogHandler(label: label, level: level) }
+        let logger = Logger(label: "kassa")
+
+        let (host, port) = try parseListen(setting(listen, "KASSA_LISTEN", default: "127.0.0.1:8080"))
+        let databasePath = setting(db, "KASSA_DB", default: "./kassa.sqlite")
+        guard let durabilityChoice = Store.Durability(rawValue: setting(durability, "KASSA_DURABILITY", default: "normal")) else {
+            throw ValidationError("--durability must be normal or full")
+        }
+        let upstream = setting(upstreamURL, "KASSA_UPSTREAM_URL", default: "")
+        let token = setting(upstreamToken, "KASSA_UPSTREAM_TOKEN", default: "")
+
+        var keys = commaList(setting(apiKeys, "KASSA_API_KEYS", default: ""))
+        if keys.isEmpty {
+            let generated = Secrets.randomHex(bytes: 16)
+            keys = [generated]
+            printToTerminal("kassa: generated Merchant API key (pass --api-keys to choose one): \(generated)")
+        }
+        var admin = setting(adminToken, "KASSA_ADMIN_TOKEN", default: "")
+        if admin.isEmpty {
+            admin = Secrets.randomHex(bytes: 16)
+            printToTerminal("kassa: generated admin token (pass --admin-token to choose one): \(admin)")
+        }
+        let upstreamHost = URLComponents(string: upstream)?.host ?? ""
+        let allowedHosts = commaList(setting(allowedUpstreamHosts, "KASSA_ALLOWED_UPSTREAM_HOSTS", default: upstreamHost))
+
+        let edge = EdgeConfiguration(
+            host: host, port: port,
+            maxBodyBytes: try setting(maxBodyBytes, "KASSA_MAX_BODY_BYTES", default: 1 << 20),
+            maxFrameBytes: try setting(maxFrameBytes, "KASSA_MAX_FRAME_BYTES", default: 64 << 10),
+            maxOutboundBytes: try setting(maxOutboundBytes, "KASSA_MAX_OUTBOUND_BYTES", default: 1 << 20),
+            pingIntervalSeconds: try setting(pingInterval, "KASSA_PING_INTERVAL", default: 20),
+            idleTimeoutSeconds: try setting(idleTimeout, "KASSA_IDLE_TIMEOUT", default: 60),
+            requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
+            shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
+        let gateway = GatewayConfiguration(
+            apiKeys: keys, adminToken: admin, upstreamURL: upstream, upstreamToken: token,
+            allowedUpstreamHosts: allowedHosts,
+            upstreamTimeoutMs: try setting(upstreamTimeoutMs, "KASSA_UPSTREAM_TIMEOUT_MS", default: 10_000))
+
+        // Signals are taken before the port opens, so an early SIGTERM still stops cleanly.
+        let stopSignal = StopSignal()
+
+        let node: KassaNode
+        do {
+            node = try KassaNode(edge: edge, gateway: gateway, databasePath: databasePath, durability: durabilityChoice, logger: logger)
+        } catch {
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            printToTerminal("kassa: \(error)")
+            throw ExitCode(1)
+        }
+        logger.info("listening", metadata: ["address": "\(host):\(node.port)", "db": "\(databasePath)",
+                                            "upstream": "\(upstream.isEmpty ? "embedded simulator" : upstream)"])
+
+        let signalNumber = await stopSignal.wait()
+        logger.info("stopping", metadata: ["signal": "\(signalNumber)"])
+        await node.stop()
+        logger.info("stopped")
+    }
+}
+
+/// Waits for SIGINT or SIGTERM without a handler running in signal context.
+/// (Unchecked: the sources are only kept alive, never touched after init.)
+final class StopSignal: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+    private let stream: AsyncStream<Int32>
+    private let continuation: AsyncStream<Int32>.Continuation
+
+    init() {
+        (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            let continuation = self.continuation
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    func wait() async -> Int32 {
+        for await number in stream { return number }
+        return 0
+    }
+}

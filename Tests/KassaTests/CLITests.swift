@@ -1,0 +1,101 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaUpstream
+import Testing
+
+@Suite("CLI: kassa")
+struct CLITests {
+    @Test("--version prints the version")
+    func version() async throws {
+        let p = try KassaProcess(["--version"])
+        let status = try await onThread { p.waitForExit() }
+        #expect(status == 0)
+        #expect(p.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == KassaVersion.string)
+    }
+
+    @Test("serve --help documents every option and its environment variable")
+    func help() async throws {
+        let p = try KassaProcess(["serve", "--help"])
+        _ = try await onThread { p.waitForExit() }
+        let help = p.stdout
+        for item in ["--listen", "KASSA_LISTEN", "--db", "KASSA_DB", "--upstream-url", "KASSA_UPSTREAM_URL",
+                     "--upstream-token", "KASSA_UPSTREAM_TOKEN", "--api-keys", "KASSA_API_KEYS",
+                     "--admin-token", "KASSA_ADMIN_TOKEN", "--allowed-upstream-hosts", "KASSA_ALLOWED_UPSTREAM_HOSTS",
+                     "--max-body-bytes", "--max-frame-bytes", "--max-outbound-bytes", "--idle-timeout"] {
+            #expect(help.contains(item), "help lacks \(item)")
+        }
+    }
+
+    @Test("serve logs JSON, answers /healthz, and stops cleanly on SIGTERM and SIGINT", arguments: [SIGTERM, SIGINT])
+    func serveAndStop(_ signal: Int32) async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let db = dir.file("kassa.sqlite")
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", db],
+                                 environment: ["KASSA_API_KEYS": "cli-key", "KASSA_ADMIN_TOKEN": "cli-admin",
+                                               "KASSA_UPSTREAM_URL": "http://127.0.0.1:1/", "KASSA_LOG_LEVEL": "debug"])
+        let listening = try await onThread { p.waitForLog(message: "listening") }
+        let address = try #require(listening?["address"]?.stringValue)
+        #expect(listening?["level"]?.stringValue == "info")
+        #expect(listening?["at"]?.stringValue?.hasSuffix("Z") == true)
+        let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
+        #expect(port > 0)
+
+        let client = UpstreamClient()
+        let health = try await client.send(UpstreamRequest(url: "http://127.0.0.1:\(port)/healthz"))
+        #expect(health.status == 200)
+        // A WebSocket upgrade to an unknown route is refused, not crashed on.
+        let refused = try await onThread { try RawSocket(port: port).upgrade(path: "/nowhere").status }
+        #expect(refused == 404)
+
+        p.signal(signal)
+        let status = try await onThread { p.waitForExit() }
+        #expect(status == 0)
+        #expect(p.stdout.contains("\"message\":\"stopped\""))
+        // Keys given by the environment are never printed.
+        #expect(!p.stdout.contains("cli-key") && !p.stderr.contains("cli-key"))
+        #expect(!p.stdout.contains("cli-admin"))
+
+        let store = try KassaStoreProbe(path: db)
+        #expect(store.kinds.contains("node.start"))
+        #expect(store.kinds.contains("node.stop"), "the event log was flushed before exit")
+    }
+
+    @Test("a corrupt database fails at start with a clear message and exit status 1")
+    func corruptDatabase() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let db = dir.file("bad.sqlite")
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: db))
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", db, "--api-keys", "k", "--admin-token", "a"])
+        let status = try await onThread { p.waitForExit() }
+        #expect(status == 1)
+        #expect(p.stderr.contains("not a Kassa database or is corrupt"))
+    }
+
+    @Test("generated secrets are printed once to the terminal, not to the log")
+    func generatedSecrets() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("k.sqlite"), "--upstream-url", "http://127.0.0.1:1/"])
+        _ = try await onThread { p.waitForLog(message: "listening") }
+        p.signal(SIGTERM)
+        _ = try await onThread { p.waitForExit() }
+        let keyLine = try #require(p.stderr.split(separator: "\n").first { $0.contains("generated Merchant API key") })
+        let key = String(keyLine.split(separator: " ").last ?? "")
+        #expect(key.count == 32)
+        #expect(!p.stdout.contains(key))
+    }
+}
+
+import GRDB
+
+/// Reads a stopped node's database directly.
+struct KassaStoreProbe {
+    let kinds: [String]
+    init(path: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        kinds = try queue.read { db in try String.fetchAll(db, sql: "SELECT kind FROM events ORDER BY id") }
+    }
+}

@@ -1,0 +1,104 @@
+import KassaCore
+@testable import KassaGateway
+import KassaEdge
+import Testing
+
+@Suite("Core: JSON")
+struct JSONTests {
+    @Test("parses and writes back the same document")
+    func roundTrip() throws {
+        let text = #"{"a":[1,2.5,-3e2,true,false,null],"b":{"c":"d\"\\\n\u00e9😀"},"e":""}"#
+        let value = try JSONValue.parse(text)
+        #expect(value["a"]?.arrayValue?.count == 6)
+        #expect(value["a"]?.arrayValue?[2].doubleValue == -300)
+        #expect(value["b"]?["c"]?.stringValue == "d\"\\\né😀")
+        #expect(try JSONValue.parse(value.text) == value)
+    }
+
+    @Test("refuses broken documents with the byte where they break", arguments: [
+        "", "{", "{\"a\":}", "[1,]", "01", "1.", "\"\u{01}\"", "{\"a\":1}x", "\"\\x\"", "\"\\ud800\"", "{\"a\":1,\"a\":2}", "nul", "1e999",
+    ])
+    func refuses(_ text: String) {
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(text) }
+    }
+
+    @Test("bounds nesting depth")
+    func depth() throws {
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(deep) }
+        let fine = String(repeating: "[", count: 10) + String(repeating: "]", count: 10)
+        #expect(try JSONValue.parse(fine) != .null)
+    }
+
+    @Test("refuses invalid UTF-8")
+    func invalidUTF8() {
+        #expect(throws: JSONParseError.self) { try JSONValue.parse([0x22, 0xC3, 0x28, 0x22]) }
+    }
+}
+
+@Suite("Core: redaction, secrets, problems")
+struct CoreSafetyTests {
+    @Test("secrets are replaced and MSISDNs cut to a suffix, at any depth")
+    func redaction() {
+        let redacted = Redaction.redact([
+            "token": "abc", "paymentorder": ["payer": ["msisdn": "+46739000001"], "amount": 1500],
+            "list": [["cardNumber": "4111111111111111"]],
+            "href": "https://x/y?token=secret123&culture=sv-SE",
+        ])
+        let text = redacted.text
+        #expect(!text.contains("abc"))
+        #expect(!text.contains("4111111111111111"))
+        #expect(!text.contains("+46739000001"))
+        #expect(!text.contains("secret123"))
+        #expect(text.contains("0001"))
+        #expect(text.contains("culture=sv-SE"))
+        #expect(redacted["paymentorder"]?["amount"]?.intValue == 1500)
+        #expect(Redaction.redactHeader(name: "Authorization", value: "Bearer x") == Redaction.placeholder)
+        #expect(Redaction.redactHeader(name: "Your-Api-Key", value: "k") == Redaction.placeholder)
+    }
+
+    @Test("constant-time comparison agrees with ==")
+    func constantTime() {
+        #expect(Secrets.constantTimeEquals("abc", "abc"))
+        #expect(!Secrets.constantTimeEquals("abc", "abd"))
+        #expect(!Secrets.constantTimeEquals("abc", "abcd"))
+        #expect(!Secrets.constantTimeEquals("", "a"))
+        #expect(Secrets.matchesAny("k2", ["k1", "k2"]))
+        #expect(!Secrets.matchesAny("k3", ["k1", "k2"]))
+        #expect(Secrets.randomHex(bytes: 16).count == 32)
+        #expect(Secrets.randomHex() != Secrets.randomHex())
+    }
+
+    @Test("a problem serialises as RFC 7807")
+    func problemShape() throws {
+        let problem = Problem.badRequest("amount must be a number", parameter: "amount")
+        let json = try JSONValue.parse(problem.json.bytes)
+        #expect(json["type"]?.stringValue == "urn:kassa:problem:bad-request")
+        #expect(json["title"]?.stringValue == "Bad Request")
+        #expect(json["status"]?.intValue == 400)
+        #expect(json["detail"]?.stringValue == "amount must be a number")
+        #expect(json["parameter"]?.stringValue == "amount")
+    }
+}
+
+@Suite("Gateway: routing table")
+struct RouterTests {
+    let router = Router([
+        Route(.GET, "/v1/sessions/{id}", "get") { _, _ in .text("") },
+        Route(.POST, "/v1/sessions/{id}/abort", "abort") { _, _ in .text("") },
+        Route(.GET, "/swedbank-pay-mobile/", "root") { _, _ in .text("") },
+    ])
+
+    @Test("matches parameters, tells 404 from 405")
+    func matching() {
+        guard case .found(let route, let parameters) = router.match(.GET, "/v1/sessions/abc") else { Issue.record("no match"); return }
+        #expect(route.name == "get")
+        #expect(parameters == ["id": "abc"])
+        guard case .methodNotAllowed(let allowed) = router.match(.DELETE, "/v1/sessions/abc") else { Issue.record("expected 405"); return }
+        #expect(allowed == [.GET])
+        guard case .notFound = router.match(.GET, "/v1/sessions/abc/unknown") else { Issue.record("expected 404"); return }
+        guard case .found = router.match(.GET, "/swedbank-pay-mobile/") else { Issue.record("root with slash"); return }
+        guard case .notFound = router.match(.GET, "/swedbank-pay-mobile") else { Issue.record("root without slash is another path"); return }
+        guard case .found = router.match(.HEAD, "/v1/sessions/x") else { Issue.record("HEAD follows GET"); return }
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import KassaCore
+@testable import KassaEdge
+import KassaUpstream
+import Synchronization
+import Testing
+
+@Suite("Edge: HTTP")
+struct EdgeHTTPTests {
+    let client = UpstreamClient()
+
+    func url(_ server: EdgeServer, _ path: String) -> String { "http://127.0.0.1:\(server.port)\(path)" }
+
+    @Test("a handler sleeping 2 s does not delay a parallel request")
+    func slowHandlerDoesNotStallOthers() async throws {
+        let (server, handler) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let slowDone = Atomic<Bool>(false)
+        let slow = Task {
+            let response = try await client.send(UpstreamRequest(url: url(server, "/slow")))
+            slowDone.store(true, ordering: .sequentiallyConsistent)
+            return response
+        }
+        // Wait until the slow handler is running, then ask for the fast route.
+        var started = handler.slowStarted.makeAsyncIterator()
+        _ = await started.next()
+        let clock = ContinuousClock()
+        let begin = clock.now
+        let fast = try await client.send(UpstreamRequest(url: url(server, "/fast")))
+        let elapsed = begin.duration(to: clock.now)
+        #expect(fast.status == 200)
+        #expect(fast.text == "fast")
+        #expect(slowDone.load(ordering: .sequentiallyConsistent) == false, "the fast answer must come while the slow one is pending")
+        #expect(elapsed < .seconds(1))
+        let slowResponse = try await slow.value
+        #expect(slowResponse.text == "slow")
+    }
+
+    @Test("a body within the limit reaches the handler whole")
+    func bodyIsDelivered() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let body = (0..<60_000).map { UInt8($0 % 251) }
+        let response = try await client.send(UpstreamRequest(method: "POST", url: url(server, "/echo"), body: body))
+        #expect(response.status == 200)
+        #expect(response.header("x-echo-length") == "60000")
+        #expect(response.body == body)
+        let patch = try await client.send(UpstreamRequest(method: "PATCH", url: url(server, "/echo"), body: Array("{}".utf8)))
+        #expect(patch.header("x-echo-method") == "PATCH")
+    }
+
+    @Test("an oversized body is answered 413 with a problem, and the server keeps serving")
+    func oversizedBody() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let big = [UInt8](repeating: 0x41, count: 200_000)
+        let response = try await client.send(UpstreamRequest(method: "POST", url: url(server, "/echo"), body: big))
+        #expect(response.status == 413)
+        #expect(response.header("content-type") == Problem.contentType)
+        let problem = try JSONValue.parse(response.body)
+        #expect(problem["type"]?.stringValue == "urn:kassa:problem:payload-too-large")
+        #expect(problem["status"]?.intValue == 413)
+
+        // Chunked bodies have no length to check up front: refused with 411.
+        let chunked = try await client.send(UpstreamRequest(method: "POST", url: url(server, "/echo"),
+                                                            headers: [("Transfer-Encoding", "chunked")], body: big))
+        #expect(chunked.status == 411)
+        #expect(try JSONValue.parse(chunked.body)["type"]?.stringValue == "urn:kassa:problem:length-required")
+
+        // A body longer than its Content-Length claims is cut at the claimed length by libwebsockets,
+        // and one that claims more than it sends times out; neither reaches a handler whole.
+        let port = server.port
+        let lying = try await onThread { () -> Int in
+            let socket = try RawSocket(port: port)
+            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n")
+            return socket.readHTTPResponse()?.status ?? 0
+        }
+        #expect(lying == 413)
+
+        let after = try await client.send(UpstreamRequest(url: url(server, "/fast")))
+        #expect(after.status == 200)
+    }
+
+    @Test("headers, custom headers and query arguments reach the handler")
+    func headersAndQuery() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let response = try await client.send(UpstreamRequest(
+            url: url(server, "/headers?since=7&name=a%20b&flag"),
+            headers: [("X-Custom", "yes"), ("Authorization", "Bearer t"), ("Idempotency-Key", "k1")]))
+        let seen = try JSONValue.parse(response.body)
+        #expect(seen["x-custom"]?.stringValue == "yes")
+        #expect(seen["authorization"]?.stringValue == "Bearer t")
+        #expect(seen["idempotency-key"]?.stringValue == "k1")
+        #expect(seen["query.since"]?.stringValue == "7")
+        #expect(seen["query.name"]?.stringValue == "a b")
+        #expect(seen["query.flag"]?.stringValue == "")
+    }
+
+    @Test("invalid HTTP gets an error or a close, and the server keeps serving")
+    func invalidHTTP() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let garbage: [UInt8] = try await onThread {
+            let socket = try RawSocket(port: port, timeoutSeconds: 5)
+            try socket.send("\u{01}\u{02}NOT HTTP AT ALL\r\n\r\n")
+            return socket.readToEnd()
+        }
+        let answer = String(decoding: garbage, as: UTF8.self)
+        // libwebsockets answers a request it cannot parse with a 4xx page of its own, or hangs up.
+        #expect(garbage.isEmpty || (answer.hasPrefix("HTTP/1.") && answer.dropFirst(9).hasPrefix("4")), "got \(answer)")
+
+        let badHeader: [UInt8] = try await onThread {
+            let socket = try RawSocket(port: port, timeoutSeconds: 5)
+            try socket.send("GET /fast HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n" + String(repeating: "X-Long: " + String(repeating: "a", count: 1000) + "\r\n", count: 20) + "\r\n")
+            return socket.readToEnd()
+        }
+        let badAnswer = String(decoding: badHeader, as: UTF8.self)
+        #expect(!badAnswer.hasPrefix("HTTP/1.1 200"), "oversized headers must not be served: \(badAnswer.prefix(60))")
+
+        let after = try await client.send(UpstreamRequest(url: url(server, "/fast")))
+        #expect(after.status == 200)
+    }
+
+    @Test("a client that disconnects mid-request does not disturb others")
+    func disconnectMidRequest() async throws {
+        let (server, handler) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        // Half a body, then gone.
+        try await onThread {
+            let socket = try RawSocket(port: port)
+            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789")
+        }
+        // Gone while its handler is still working: the late answer is dropped.
+        let slowSocket = try await onThread { () -> RawSocket in
+            let socket = try RawSocket(port: port)
+            try socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            return socket
+        }
+        var started = handler.slowStarted.makeAsyncIterator()
+        _ = await started.next()
+        shutdown(slowSocket.fd, Int32(SHUT_RDWR)) // not close(): the fd stays owned by RawSocket
+
+        let responses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<20 {
+                group.addTask { try await client.send(UpstreamRequest(url: url(server, "/fast"))).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(responses == Array(repeating: 200, count: 20))
+        _ = slowSocket
+    }
+
+    @Test("keep-alive: several requests on one connection")
+    func keepAlive() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let statuses: [Int] = try await onThread {
+            let socket = try RawSocket(port: port)
+            var statuses: [Int] = []
+            for _ in 0..<3 {
+                try socket.send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+                statuses.append(socket.readHTTPResponse()?.status ?? 0)
+            }
+            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+            statuses.append(socket.readHTTPResponse()?.status ?? 0)
+            return statuses
+        }
+        #expect(statuses == [200, 200, 200, 200])
+    }
+}

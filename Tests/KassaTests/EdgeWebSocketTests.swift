@@ -1,0 +1,195 @@
+import Foundation
+import KassaCore
+@testable import KassaEdge
+import Testing
+
+@Suite("Edge: WebSocket")
+struct EdgeWebSocketTests {
+    @Test("upgrade, greeting, echo, and a close the server asked for")
+    func echo() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let (status, greeting, echo, close) = try await onThread { () -> (Int, String?, String?, UInt16?) in
+            let socket = try RawSocket(port: port)
+            let status = try socket.upgrade(path: "/ws").status
+            let greeting = socket.readFrame()?.text
+            try socket.sendText("ping me")
+            let echo = socket.readFrame()?.text
+            try socket.sendText("bye")
+            let close = socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
+            return (status, greeting, echo, close)
+        }
+        #expect(status == 101)
+        #expect(greeting?.hasPrefix("hello ") == true)
+        #expect(echo == "echo:ping me")
+        #expect(close == WebSocketCloseCode.normal)
+    }
+
+    @Test("connections are tracked by their own ids")
+    func distinctIDs() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let greetings = try await onThread { () -> [String] in
+            let a = try RawSocket(port: port), b = try RawSocket(port: port)
+            _ = try a.upgrade(path: "/ws"); _ = try b.upgrade(path: "/ws")
+            return [a.readFrame()?.text ?? "", b.readFrame()?.text ?? ""]
+        }
+        #expect(Set(greetings).count == 2)
+        #expect(greetings.allSatisfy { $0.hasPrefix("hello ") })
+    }
+
+    @Test("an upgrade to an unknown path is refused with an HTTP problem")
+    func refusedUpgrade() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let response = try await onThread { try RawSocket(port: port).upgrade(path: "/elsewhere") }
+        #expect(response.status == 404)
+        #expect(response.body.contains("urn:kassa:problem:not-found"))
+    }
+
+    @Test("invalid UTF-8 in a text frame closes with 1007; others keep working")
+    func invalidUTF8() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let code = try await onThread { () -> UInt16? in
+            let socket = try RawSocket(port: port)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            try socket.sendFrame(opcode: 0x1, payload: [0x68, 0xC3, 0x28, 0xFF])
+            return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
+        }
+        #expect(code == WebSocketCloseCode.invalidPayload)
+        let echo = try await onThread { () -> String? in
+            let socket = try RawSocket(port: port)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            try socket.sendText("still here")
+            return socket.readFrame()?.text
+        }
+        #expect(echo == "echo:still here")
+    }
+
+    @Test("a message over the frame limit closes with 1009")
+    func oversizedMessage() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let code = try await onThread { () -> UInt16? in
+            let socket = try RawSocket(port: port)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            // Two fragments that together pass the 16 KiB limit.
+            try socket.sendFrame(opcode: 0x1, payload: [UInt8](repeating: 0x61, count: 10_000), fin: false)
+            try socket.sendFrame(opcode: 0x0, payload: [UInt8](repeating: 0x61, count: 10_000), fin: true)
+            return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
+        }
+        #expect(code == WebSocketCloseCode.messageTooBig)
+    }
+
+    @Test("a binary frame closes with 1003")
+    func binaryFrame() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let code = try await onThread { () -> UInt16? in
+            let socket = try RawSocket(port: port)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            try socket.sendFrame(opcode: 0x2, payload: [1, 2, 3])
+            return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
+        }
+        #expect(code == WebSocketCloseCode.unsupportedData)
+    }
+
+    @Test("a consumer that does not read is closed with 4008 once its queue passes the bound")
+    func slowConsumer() async throws {
+        let (server, handler) = try startTestEdge { $0.maxOutboundBytes = 64 * 1024 }
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let result = try await onThread { () -> (Int, UInt16?) in
+            let socket = try RawSocket(port: port, receiveBuffer: 4096, timeoutSeconds: 20)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            // 40 MB queued at once: far more than the socket buffers and the 64 KiB bound hold.
+            try socket.sendText("flood:4000:10000")
+            Thread.sleep(forTimeInterval: 0) // no pause: the bound is hit while we are not reading
+            var dataFrames = 0
+            let close = socket.readFrame(until: { frame in
+                if frame.opcode == 0x1 { dataFrames += 1 }
+                return frame.opcode == 0x8
+            })
+            return (dataFrames, close?.closeCode)
+        }
+        #expect(result.1 == WebSocketCloseCode.slowConsumer)
+        #expect(result.0 < 4000, "the queue was dropped, not delivered whole")
+        var closed = handler.closed.makeAsyncIterator()
+        _ = await closed.next()
+        #expect(handler.closes.withLock { $0.values.contains(WebSocketCloseCode.slowConsumer) })
+    }
+
+    @Test("the server pings an idle client, and drops one that never answers")
+    func heartbeat() async throws {
+        let (server, _) = try startTestEdge { $0.pingIntervalSeconds = 1; $0.idleTimeoutSeconds = 3 }
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let (sawPing, ended) = try await onThread { () -> (Bool, Bool) in
+            let socket = try RawSocket(port: port, timeoutSeconds: 10)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            let ping = socket.readFrame(until: { $0.opcode == 0x9 })
+            // Never answer: the server must hang up on its own.
+            let rest = socket.readFrame(until: { $0.opcode == 0x8 })
+            return (ping != nil, rest == nil || rest?.opcode == 0x8)
+        }
+        #expect(sawPing)
+        #expect(ended)
+    }
+
+    @Test("a client that answers pings stays connected past the idle timeout")
+    func heartbeatAnswered() async throws {
+        let (server, _) = try startTestEdge { $0.pingIntervalSeconds = 1; $0.idleTimeoutSeconds = 3 }
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let echo = try await onThread { () -> String? in
+            let socket = try RawSocket(port: port, timeoutSeconds: 10)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            let start = Date()
+            while Date().timeIntervalSince(start) < 4.5 {
+                guard let frame = socket.readFrame(until: { $0.opcode == 0x9 }) else { return nil }
+                try socket.sendFrame(opcode: 0xA, payload: frame.payload)
+            }
+            try socket.sendText("alive")
+            return socket.readFrame(until: { $0.opcode == 0x1 })?.text
+        }
+        #expect(echo == "echo:alive")
+    }
+
+    @Test("stopping the server closes WebSockets with 1001 and refuses new work")
+    func shutdownCloses() async throws {
+        let (server, handler) = try startTestEdge()
+        let port = server.port
+        let sockets = try await onThread { () -> [RawSocket] in
+            try (0..<3).map { _ in
+                let s = try RawSocket(port: port)
+                _ = try s.upgrade(path: "/ws")
+                _ = s.readFrame()
+                return s
+            }
+        }
+        #expect(server.openWebSockets == 3)
+        let codes = Task {
+            try await onThread { sockets.map { $0.readFrame(until: { $0.opcode == 0x8 })?.closeCode } }
+        }
+        await server.stop()
+        #expect(try await codes.value == [1001, 1001, 1001])
+        #expect(server.openWebSockets == 0)
+        #expect(handler.closes.withLock { $0.count } == 3)
+        let refused = try? await onThread { try RawSocket(port: port) }
+        #expect(refused == nil, "the port is closed after stop")
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import KassaCore
+import KassaEdge
+@testable import KassaGateway
+import KassaStore
+import KassaUpstream
+import Logging
+import Testing
+
+/// A whole node on an ephemeral loopback port with a fresh database.
+struct TestNode {
+    let node: KassaNode
+    let dir: TempDirectory
+    let logs: LogSink
+    var base: String { "http://127.0.0.1:\(node.port)" }
+
+    init(upstreamURL: String? = nil) throws {
+        dir = TempDirectory()
+        logs = LogSink(capturing: true)
+        let sink = logs
+        let logger = Logger(label: "kassa") { label in JSONLogHandler(label: label, level: .debug, sink: sink) }
+        node = try KassaNode(
+            edge: EdgeConfiguration(host: "127.0.0.1", port: 0),
+            gateway: GatewayConfiguration(apiKeys: ["test-key"], adminToken: "test-admin",
+                                          upstreamURL: upstreamURL ?? "http://127.0.0.1:1/", upstreamToken: "upstream-secret"),
+            databasePath: dir.file("kassa.sqlite"), logger: logger)
+    }
+
+    func stop() async {
+        await node.stop()
+        dir.cleanup()
+    }
+}
+
+@Suite("Gateway: operations routes and problems")
+struct GatewayTests {
+    let client = UpstreamClient()
+
+    @Test("/healthz answers, unknown routes get 404 problems, wrong methods 405 with Allow")
+    func routesAndProblems() async throws {
+        let t = try TestNode()
+        let health = try await client.send(UpstreamRequest(url: t.base + "/healthz"))
+        #expect(health.status == 200)
+        #expect(try JSONValue.parse(health.body)["status"]?.stringValue == "ok")
+
+        let missing = try await client.send(UpstreamRequest(url: t.base + "/no/such/thing"))
+        #expect(missing.status == 404)
+        #expect(missing.header("content-type") == Problem.contentType)
+        let problem = try JSONValue.parse(missing.body)
+        #expect(problem["type"]?.stringValue == "urn:kassa:problem:not-found")
+        #expect(problem["instance"]?.stringValue?.hasPrefix("urn:kassa:request:") == true)
+
+        let wrong = try await client.send(UpstreamRequest(method: "DELETE", url: t.base + "/healthz"))
+        #expect(wrong.status == 405)
+        #expect(wrong.header("allow") == "GET")
+        #expect(try JSONValue.parse(wrong.body)["type"]?.stringValue == "urn:kassa:problem:method-not-allowed")
+        await t.stop()
+    }
+
+    @Test("/readyz reports the store and an unreachable upstream")
+    func readiness() async throws {
+        let down = try TestNode(upstreamURL: "http://127.0.0.1:\(try closedPort())/")
+        let notReady = try await client.send(UpstreamRequest(url: down.base + "/readyz"))
+        #expect(notReady.status == 503)
+        let body = try JSONValue.parse(notReady.body)
+        #expect(body["checks"]?["store"]?.stringValue == "ok")
+        #expect(body["checks"]?["upstream"]?.stringValue == "unreachable")
+
+        // A node whose upstream is itself: everything reachable.
+        let up = try TestNode()
+        let selfURL = up.base + "/healthz"
+        let up2 = try TestNode(upstreamURL: selfURL)
+        let ready = try await client.send(UpstreamRequest(url: up2.base + "/readyz"))
+        #expect(ready.status == 200)
+        #expect(try JSONValue.parse(ready.body)["status"]?.stringValue == "ready")
+        await down.stop(); await up.stop(); await up2.stop()
+    }
+
+    @Test("every request is written to the event log with its route and status")
+    func requestsAreLogged() async throws {
+        let t = try TestNode()
+        _ = try await client.send(UpstreamRequest(url: t.base + "/no/such/thing", headers: [("X-Request-Id", "abc-123")]))
+        await t.node.store.eventLog.flush()
+        let events = try t.node.store.eventLog.events().filter { $0.kind == "http.request" }
+        #expect(events.count == 1)
+        #expect(events.first?.status == 404)
+        #expect(events.first?.traceID == "abc-123")
+        #expect(events.first?.data?["path"]?.stringValue == "/no/such/thing")
+        await t.stop()
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import GRDB
+import KassaCore
+@testable import KassaStore
+import Testing
+
+@Suite("Store (SQLite)")
+struct StoreTests {
+    @Test("appends are batched into few transactions and read back by session and time")
+    func batchedAppends() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        for i in 0..<2_500 {
+            store.eventLog.append(LogEvent(atMs: Int64(1_000 + i), sessionID: i % 2 == 0 ? "s-even" : "s-odd",
+                                           kind: "test", summary: "event \(i)", data: ["i": .number(Double(i))]))
+        }
+        await store.eventLog.flush()
+        #expect(store.eventLog.batchCount < 100, "2 500 events took \(store.eventLog.batchCount) transactions")
+        let count = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events") }
+        #expect(count == 2_500)
+        let even = try store.eventLog.events(sessionID: "s-even", limit: 5_000)
+        #expect(even.count == 1_250)
+        #expect(even.first?.summary == "event 0")
+        #expect(even.first?.data?["i"]?.intValue == 0)
+        let window = try store.eventLog.events(fromMs: 1_100, toMs: 1_110)
+        #expect(window.map(\.atMs) == Array(1_100..<1_110))
+        await store.close()
+    }
+
+    @Test("journal is WAL")
+    func walMode() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let mode = try await store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+        await store.close()
+    }
+
+    @Test("pushed events replay in seq order after a given seq")
+    func replayBySeq() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        for seq in 1...5 {
+            store.eventLog.append(LogEvent(atMs: 1, sessionID: "s1", seq: Int64(seq), kind: "push.sent", summary: "#\(seq)"))
+            store.eventLog.append(LogEvent(atMs: 1, sessionID: "s1", kind: "upstream.request", summary: "unsequenced"))
+        }
+        await store.eventLog.flush()
+        let replay = try store.eventLog.pushedEvents(sessionID: "s1", afterSeq: 2)
+        #expect(replay.map(\.seq) == [3, 4, 5])
+        await store.close()
+    }
+
+    @Test("a database made by an older schema is migrated and keeps its rows")
+    func migratesOlderSchema() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("old.sqlite")
+        let old = try Store.open(path: path, upTo: "v1-events")
+        #expect(try old.appliedMigrations() == ["v1-events"])
+        old.eventLog.append(LogEvent(atMs: 42, kind: "old", summary: "from v1"))
+        await old.close()
+
+        let current = try Store.open(path: path)
+        #expect(try current.appliedMigrations() == Migrations.names)
+        #expect(try current.eventLog.events().map(\.summary) == ["from v1"])
+        try current.recordPaymentOrder(payeeReference: "ref1", paymentOrderID: "/psp/paymentorders/1", atMs: 1)
+        #expect(try current.paymentOrder(payeeReference: "ref1")?.paymentOrderID == "/psp/paymentorders/1")
+        await current.close()
+    }
+
+    @Test("a corrupt file fails to open with a clear message")
+    func corruptFile() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("corrupt.sqlite")
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
+        #expect {
+            _ = try Store.open(path: path)
+        } throws: { error in
+            "\(error)".contains(path) && "\(error)".contains("not a Kassa database or is corrupt")
+        }
+    }
+
+    @Test("an unwritable path fails to open with a clear message")
+    func unwritablePath() throws {
+        let path = "/nonexistent-kassa-dir/sub/k.sqlite"
+        #expect {
+            _ = try Store.open(path: path)
+        } throws: { error in
+            "\(error)".contains(path) && "\(error)".contains("cannot be opened")
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import KassaEdge
+import KassaUpstream
+import Testing
+
+@Suite("Upstream client (libcurl)")
+struct UpstreamClientTests {
+    let client = UpstreamClient()
+
+    @Test("100 concurrent requests to a local server all complete")
+    func concurrent() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let results = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for i in 0..<100 {
+                group.addTask {
+                    let body = Array("request \(i)".utf8)
+                    let r = try await client.send(UpstreamRequest(method: "POST", url: "http://127.0.0.1:\(port)/echo", body: body))
+                    return (r.status, r.text == "request \(i)" ? 1 : 0)
+                }
+            }
+            return try await group.reduce(into: [(Int, Int)]()) { $0.append($1) }
+        }
+        #expect(results.count == 100)
+        #expect(results.allSatisfy { $0.0 == 200 && $0.1 == 1 })
+    }
+
+    @Test("status, headers and body are exposed; connections are reused")
+    func responseAndReuse() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let url = "http://127.0.0.1:\(server.port)/echo"
+        let first = try await client.send(UpstreamRequest(method: "PUT", url: url, headers: [("Content-Type", "text/plain")], body: Array("abc".utf8)))
+        #expect(first.status == 200)
+        #expect(first.header("X-Echo-Method") == "PUT")
+        #expect(first.header("content-type") == "application/octet-stream")
+        #expect(first.text == "abc")
+        let second = try await client.send(UpstreamRequest(method: "POST", url: url, body: Array("def".utf8)))
+        #expect(second.reusedConnection, "the second exchange reuses the kept connection")
+        let missing = try await client.send(UpstreamRequest(url: "http://127.0.0.1:\(server.port)/missing"))
+        #expect(missing.status == 404)
+    }
+
+    @Test("a black-hole port times out within its deadline with a typed error")
+    func blackHoleTimesOut() async throws {
+        let hole = try BlackHoleListener()
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: UpstreamError.timeout) {
+            _ = try await client.send(UpstreamRequest(url: "http://127.0.0.1:\(hole.port)/", totalTimeoutMs: 400))
+        }
+        let elapsed = start.duration(to: clock.now)
+        #expect(elapsed >= .milliseconds(350))
+        #expect(elapsed < .milliseconds(1500))
+        _ = hole
+    }
+
+    @Test("a closed port fails to connect")
+    func connectRefused() async throws {
+        let port = try closedPort()
+        await #expect {
+            _ = try await client.send(UpstreamRequest(url: "http://127.0.0.1:\(port)/"))
+        } throws: { error in
+            if case .connectFailed = error as? UpstreamError { return true }
+            return false
+        }
+    }
+
+    @Test("cancelling the caller's task ends the exchange at once")
+    func cancellation() async throws {
+        let hole = try BlackHoleListener()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let task = Task {
+            try await client.send(UpstreamRequest(url: "http://127.0.0.1:\(hole.port)/", totalTimeoutMs: 10_000))
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        task.cancel()
+        let result = await task.result
+        #expect(throws: UpstreamError.cancelled) { try result.get() }
+        #expect(start.duration(to: clock.now) < .seconds(2))
+        _ = hole
+    }
+
+    @Test("a header with a line break is refused before anything is sent")
+    func headerInjection() async throws {
+        await #expect {
+            _ = try await client.send(UpstreamRequest(url: "http://127.0.0.1:1/", headers: [("X-A", "b\r\nX-Evil: 1")]))
+        } throws: { error in
+            if case .invalidRequest = error as? UpstreamError { return true }
+            return false
+        }
+    }
+
+    @Test("a response over the size limit is refused")
+    func tooLarge() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let small = UpstreamClient(maxResponseBytes: 1000)
+        await #expect(throws: UpstreamError.responseTooLarge(limit: 1000)) {
+            _ = try await small.send(UpstreamRequest(method: "POST", url: "http://127.0.0.1:\(server.port)/echo",
+                                                     body: [UInt8](repeating: 1, count: 5000)))
+        }
+    }
+}
