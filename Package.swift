@@ -31,18 +31,20 @@ let package = Package(
         .target(name: "KassaStore", dependencies: [
             "KassaCore", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
+        // The Swedbank Pay stand-in, served by its own edge.
+        .target(name: "KassaSimulator", dependencies: ["KassaCore", "KassaEdge"]),
         // Routes and handlers.
         .target(name: "KassaGateway", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore",
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaSimulator",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "kassa", dependencies: [
-            "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream",
+            "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream", "KassaSimulator",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "KassaTests", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway",
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),

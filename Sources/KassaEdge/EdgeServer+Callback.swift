@@ -96,6 +96,7 @@ extension EdgeServer {
             guard let conn = connection(user), let response = conn.pendingResponse else { return 0 }
             conn.pendingResponse = nil
             conn.body = []
+            if response.abortConnection { return -1 }
             if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
             return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
 

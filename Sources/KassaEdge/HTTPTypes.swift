@@ -57,6 +57,8 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// Close the connection after this answer (used when the request body was not read).
     public var closeConnection: Bool
+    /// Drop the connection without answering (the simulator's "connection reset" fault).
+    public var abortConnection = false
 
     public init(status: Int, contentType: String = "application/json", headers: [(String, String)] = [],
                 body: [UInt8] = [], closeConnection: Bool = false) {

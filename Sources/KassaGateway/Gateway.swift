@@ -13,7 +13,7 @@ public final class Gateway: EdgeHandler {
     public let store: Store
     public let upstream: UpstreamClient
     let logger: Logger
-    let router: Router
+    let router: Router<Gateway>
     private let edgeReference = Mutex<EdgeServer?>(nil)
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
 
@@ -37,20 +37,7 @@ public final class Gateway: EdgeHandler {
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
         let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
-        var routeName = "unmatched"
-        var response: HTTPResponse
-        switch router.match(request.method, request.path) {
-        case .found(let route, let parameters):
-            routeName = route.name
-            response = await route.handler(self, RequestContext(request: request, parameters: parameters,
-                                                                requestID: requestID, routeName: route.name))
-        case .methodNotAllowed(let allowed):
-            let list = allowed.map(\.rawValue).joined(separator: ", ")
-            response = .problem(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),
-                                headers: [("allow", list)])
-        case .notFound:
-            response = .problem(.notFound("no route for \(request.path)"))
-        }
+        var (routeName, response) = await router.respond(self, request, requestID: requestID)
         if response.contentType == Problem.contentType {
             response = Self.stampInstance(response, requestID: requestID)
         }

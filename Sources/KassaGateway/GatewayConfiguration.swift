@@ -12,9 +12,25 @@ public struct GatewayConfiguration: Sendable {
     public var allowedUpstreamHosts: [String]
     /// Milliseconds allowed for one upstream exchange.
     public var upstreamTimeoutMs: Int
+    /// Set as `payeeInfo.payeeId` on payment orders that lack one.
+    public var payeeID: String?
+    /// `appID`s listed in the Apple app site association.
+    public var appleAppIDs: [String]
+    /// The back-link page the iOS payment url helper redirects to (seed 000).
+    public var iosTrampolineURL: String
+    /// The gateway's public `https://host` for payment urls; empty: taken from each request's Host header.
+    public var publicBaseURL: String
+
+    public static let defaultTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
 
     public init(apiKeys: [String], adminToken: String, upstreamURL: String, upstreamToken: String,
-                allowedUpstreamHosts: [String] = [], upstreamTimeoutMs: Int = 10_000) {
+                allowedUpstreamHosts: [String] = [], upstreamTimeoutMs: Int = 10_000, payeeID: String? = nil,
+                appleAppIDs: [String] = [], iosTrampolineURL: String = GatewayConfiguration.defaultTrampolineURL,
+                publicBaseURL: String = "") {
+        self.payeeID = payeeID
+        self.appleAppIDs = appleAppIDs
+        self.iosTrampolineURL = iosTrampolineURL
+        self.publicBaseURL = publicBaseURL
         self.apiKeys = apiKeys
         self.adminToken = adminToken
         self.upstreamURL = upstreamURL

@@ -1,5 +1,6 @@
 import KassaCore
 import KassaEdge
+import KassaSimulator
 import KassaStore
 import KassaUpstream
 import Logging
@@ -12,6 +13,8 @@ public final class KassaNode: Sendable {
     public let upstream: UpstreamClient
     public let gateway: Gateway
     public let edge: EdgeServer
+    /// The embedded simulator, when no upstream URL was configured.
+    public let simulator: Simulator?
     let logger: Logger
 
     public var port: Int { edge.port }
@@ -22,6 +25,19 @@ public final class KassaNode: Sendable {
         var edgeConfiguration = edgeConfiguration
         edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
         store = try Store.open(path: databasePath, durability: durability)
+        var gatewayConfiguration = gatewayConfiguration
+        if gatewayConfiguration.upstreamURL.isEmpty {
+            // No Swedbank Pay configured: run the simulator in this process, on loopback.
+            let simulator = try Simulator.start(Simulator.Configuration(
+                host: "127.0.0.1", port: 0,
+                token: gatewayConfiguration.upstreamToken.isEmpty ? Simulator.defaultToken : gatewayConfiguration.upstreamToken))
+            self.simulator = simulator
+            gatewayConfiguration.upstreamURL = simulator.baseURL
+            gatewayConfiguration.upstreamToken = simulator.configuration.token
+            gatewayConfiguration.allowedUpstreamHosts.append("127.0.0.1")
+        } else {
+            simulator = nil
+        }
         upstream = UpstreamClient()
         gateway = Gateway(configuration: gatewayConfiguration, store: store, upstream: upstream, logger: logger)
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
@@ -31,6 +47,7 @@ public final class KassaNode: Sendable {
             try edge.start()
         } catch {
             upstream.shutdown()
+            if let simulator { Task { await simulator.stop() } }
             throw error
         }
         store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.start", summary: "listening on \(edgeConfiguration.host):\(edge.port)"))
@@ -43,5 +60,6 @@ public final class KassaNode: Sendable {
         store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.stop", summary: "stopped"))
         await store.close()
         upstream.shutdown()
+        await simulator?.stop()
     }
 }

@@ -2,9 +2,19 @@ import KassaEdge
 
 extension Gateway {
     /// Every HTTP route the gateway serves, in one table.
-    static let routes: [Route] = [
+    static let routes: [Route<Gateway>] = [
+        // Merchant Backend API (seed 000)
+        Route(.GET, "/swedbank-pay-mobile/", "merchant.root") { g, c in await g.merchantRoot(c) },
+        Route(.POST, "/swedbank-pay-mobile/consumers", "merchant.consumers") { g, c in await g.merchantConsumers(c) },
+        Route(.POST, "/swedbank-pay-mobile/paymentorders", "merchant.paymentorders") { g, c in await g.merchantPaymentOrders(c) },
+        Route(.PATCH, "/swedbank-pay-mobile/paymentorders/{id}/setInstrument", "merchant.setinstrument") { g, c in await g.merchantSetInstrument(c) },
+        Route(.GET, "/swedbank-pay-mobile/sdk-callback/android-intent", "merchant.android-intent") { g, c in await g.merchantAndroidIntent(c) },
+        Route(.GET, "/swedbank-pay-mobile/sdk-callback/ios-universal-link", "merchant.ios-universal-link") { g, c in await g.merchantIOSUniversalLink(c) },
+        Route(.GET, "/.well-known/apple-app-site-association", "apple-app-site-association") { g, c in await g.appleAppSiteAssociation(c) },
+
         // Operations
         Route(.GET, "/healthz", "health") { g, c in await g.healthz(c) },
         Route(.GET, "/readyz", "ready") { g, c in await g.readyz(c) },
+        Route(.GET, "/openapi.yaml", "openapi") { _, _ in .text(OpenAPI.document, contentType: "application/yaml") },
     ]
 }

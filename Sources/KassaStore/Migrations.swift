@@ -32,6 +32,7 @@ enum Migrations {
                 CREATE TABLE payment_orders (
                     payee_reference TEXT PRIMARY KEY,
                     payment_order_id TEXT,
+                    setinstrument_href TEXT,
                     created_at_ms INTEGER NOT NULL
                 );
                 CREATE INDEX payment_orders_by_id ON payment_orders(payment_order_id);

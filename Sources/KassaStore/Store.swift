@@ -84,18 +84,23 @@ public final class Store: Sendable {
 // MARK: - Payment orders
 
 extension Store {
+    /// A payment order the gateway created: its own payee reference, Swedbank
+    /// Pay's id, and where to change its instrument (instrument mode only).
     public struct PaymentOrderRecord: Sendable, Equatable {
         public var payeeReference: String
         public var paymentOrderID: String?
+        public var setInstrumentHref: String?
         public var createdAtMs: Int64
     }
 
-    public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, atMs: Int64) throws {
+    public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, setInstrumentHref: String? = nil,
+                                   atMs: Int64) throws {
         try pool.write { db in
             try db.execute(sql: """
-                INSERT INTO payment_orders(payee_reference, payment_order_id, created_at_ms) VALUES (?, ?, ?)
-                ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id
-                """, arguments: [payeeReference, paymentOrderID, atMs])
+                INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, created_at_ms) VALUES (?, ?, ?, ?)
+                ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
+                    setinstrument_href = excluded.setinstrument_href
+                """, arguments: [payeeReference, paymentOrderID, setInstrumentHref, atMs])
         }
     }
 
@@ -103,7 +108,7 @@ extension Store {
         try pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM payment_orders WHERE payee_reference = ?", arguments: [payeeReference]).map {
                 PaymentOrderRecord(payeeReference: $0["payee_reference"], paymentOrderID: $0["payment_order_id"],
-                                   createdAtMs: $0["created_at_ms"])
+                                   setInstrumentHref: $0["setinstrument_href"], createdAtMs: $0["created_at_ms"])
             }
         }
     }

@@ -32,3 +32,7 @@ func parseListen(_ value: String) throws -> (host: String, port: Int) {
 func printToTerminal(_ line: String) {
     FileHandle.standardError.write(Data((line + "\n").utf8))
 }
+
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
+}

@@ -45,6 +45,14 @@ struct Serve: AsyncParsableCommand {
     var shutdownGrace: Int?
     @Option(help: "SQLite durability: normal (survives a process crash) or full (also power loss). (KASSA_DURABILITY, default normal)")
     var durability: String?
+    @Option(name: .customLong("payee-id"), help: "Swedbank Pay payee id set on payment orders that lack one. (KASSA_PAYEE_ID)")
+    var payeeID: String?
+    @Option(name: .customLong("apple-app-ids"), help: "Comma-separated app ids (TEAMID.bundle.id) for /.well-known/apple-app-site-association. (KASSA_APPLE_APP_IDS)")
+    var appleAppIDs: String?
+    @Option(name: .customLong("public-url"), help: "The gateway's public base URL, used in payment urls; empty: each request's Host header. (KASSA_PUBLIC_URL)")
+    var publicURL: String?
+    @Option(name: .customLong("ios-trampoline-url"), help: "The back-link page the iOS payment url helper redirects to. (KASSA_IOS_TRAMPOLINE_URL, default Swedbank Pay's)")
+    var iosTrampolineURL: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. (KASSA_LOG_LEVEL, default info)")
     var logLevel: String?
 
@@ -88,7 +96,11 @@ struct Serve: AsyncParsableCommand {
         let gateway = GatewayConfiguration(
             apiKeys: keys, adminToken: admin, upstreamURL: upstream, upstreamToken: token,
             allowedUpstreamHosts: allowedHosts,
-            upstreamTimeoutMs: try setting(upstreamTimeoutMs, "KASSA_UPSTREAM_TIMEOUT_MS", default: 10_000))
+            upstreamTimeoutMs: try setting(upstreamTimeoutMs, "KASSA_UPSTREAM_TIMEOUT_MS", default: 10_000),
+            payeeID: setting(payeeID, "KASSA_PAYEE_ID", default: "").nonEmpty,
+            appleAppIDs: commaList(setting(appleAppIDs, "KASSA_APPLE_APP_IDS", default: "")),
+            iosTrampolineURL: setting(iosTrampolineURL, "KASSA_IOS_TRAMPOLINE_URL", default: GatewayConfiguration.defaultTrampolineURL),
+            publicBaseURL: setting(publicURL, "KASSA_PUBLIC_URL", default: ""))
 
         // Signals are taken before the port opens, so an early SIGTERM still stops cleanly.
         let stopSignal = StopSignal()
@@ -102,7 +114,7 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         logger.info("listening", metadata: ["address": "\(host):\(node.port)", "db": "\(databasePath)",
-                                            "upstream": "\(upstream.isEmpty ? "embedded simulator" : upstream)"])
+                                            "upstream": "\(node.simulator.map { "embedded simulator at \($0.baseURL)" } ?? upstream)"])
 
         let signalNumber = await stopSignal.wait()
         logger.info("stopping", metadata: ["signal": "\(signalNumber)"])

@@ -83,7 +83,7 @@ struct CoreSafetyTests {
 
 @Suite("Gateway: routing table")
 struct RouterTests {
-    let router = Router([
+    let router = Router<Int>([
         Route(.GET, "/v1/sessions/{id}", "get") { _, _ in .text("") },
         Route(.POST, "/v1/sessions/{id}/abort", "abort") { _, _ in .text("") },
         Route(.GET, "/swedbank-pay-mobile/", "root") { _, _ in .text("") },

@@ -3,6 +3,7 @@ import KassaCore
 import KassaEdge
 @testable import KassaGateway
 import KassaStore
+import KassaSimulator
 import KassaUpstream
 import Logging
 import Testing
@@ -14,16 +15,20 @@ struct TestNode {
     let logs: LogSink
     var base: String { "http://127.0.0.1:\(node.port)" }
 
-    init(upstreamURL: String? = nil) throws {
+    var simulator: Simulator { node.simulator! }
+
+    /// With no `upstreamURL` the node runs its embedded simulator.
+    init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
         dir = TempDirectory()
         logs = LogSink(capturing: true)
         let sink = logs
         let logger = Logger(label: "kassa") { label in JSONLogHandler(label: label, level: .debug, sink: sink) }
-        node = try KassaNode(
-            edge: EdgeConfiguration(host: "127.0.0.1", port: 0),
-            gateway: GatewayConfiguration(apiKeys: ["test-key"], adminToken: "test-admin",
-                                          upstreamURL: upstreamURL ?? "http://127.0.0.1:1/", upstreamToken: "upstream-secret"),
-            databasePath: dir.file("kassa.sqlite"), logger: logger)
+        var gateway = GatewayConfiguration(apiKeys: ["test-key", "second-key"], adminToken: "test-admin",
+                                           upstreamURL: upstreamURL, upstreamToken: upstreamURL.isEmpty ? "" : "upstream-secret",
+                                           upstreamTimeoutMs: upstreamTimeoutMs, appleAppIDs: ["TEAMID.com.example.app"])
+        configure(&gateway)
+        node = try KassaNode(edge: EdgeConfiguration(host: "127.0.0.1", port: 0), gateway: gateway,
+                             databasePath: dir.file("kassa.sqlite"), logger: logger)
     }
 
     func stop() async {
@@ -66,14 +71,12 @@ struct GatewayTests {
         #expect(body["checks"]?["store"]?.stringValue == "ok")
         #expect(body["checks"]?["upstream"]?.stringValue == "unreachable")
 
-        // A node whose upstream is itself: everything reachable.
+        // The embedded simulator is reachable.
         let up = try TestNode()
-        let selfURL = up.base + "/healthz"
-        let up2 = try TestNode(upstreamURL: selfURL)
-        let ready = try await client.send(UpstreamRequest(url: up2.base + "/readyz"))
+        let ready = try await client.send(UpstreamRequest(url: up.base + "/readyz"))
         #expect(ready.status == 200)
         #expect(try JSONValue.parse(ready.body)["status"]?.stringValue == "ready")
-        await down.stop(); await up.stop(); await up2.stop()
+        await down.stop(); await up.stop()
     }
 
     @Test("every request is written to the event log with its route and status")

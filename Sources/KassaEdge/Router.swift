@@ -1,5 +1,5 @@
 import KassaCore
-import KassaEdge
+
 
 /// A path pattern such as `/v1/sessions/{id}/stream`: literal segments and
 /// `{name}` parameters, each matching one non-empty segment.
@@ -44,9 +44,9 @@ public struct RequestContext: Sendable {
     public let routeName: String
 }
 
-/// One row of the routing table.
-public struct Route: Sendable {
-    public typealias Handler = @Sendable (Gateway, RequestContext) async -> HTTPResponse
+/// One row of a routing table; `App` is the object whose handlers it calls.
+public struct Route<App: Sendable>: Sendable {
+    public typealias Handler = @Sendable (App, RequestContext) async -> HTTPResponse
 
     public let method: HTTPMethod
     public let pattern: PathPattern
@@ -64,16 +64,31 @@ public struct Route: Sendable {
 
 /// Finds the route for a request, telling "no such path" (404) from "path
 /// exists, other method" (405).
-public struct Router: Sendable {
+public struct Router<App: Sendable>: Sendable {
     public enum Match {
-        case found(Route, [String: String])
+        case found(Route<App>, [String: String])
         case methodNotAllowed(allowed: [HTTPMethod])
         case notFound
     }
 
-    public let routes: [Route]
+    public let routes: [Route<App>]
 
-    public init(_ routes: [Route]) { self.routes = routes }
+    public init(_ routes: [Route<App>]) { self.routes = routes }
+
+    /// Runs the matching route, or answers 404 / 405 (with `Allow`) problems.
+    public func respond(_ app: App, _ request: HTTPRequest, requestID: String) async -> (route: String, response: HTTPResponse) {
+        switch match(request.method, request.path) {
+        case .found(let route, let parameters):
+            let context = RequestContext(request: request, parameters: parameters, requestID: requestID, routeName: route.name)
+            return (route.name, await route.handler(app, context))
+        case .methodNotAllowed(let allowed):
+            let list = allowed.map(\.rawValue).joined(separator: ", ")
+            return ("unmatched", .problem(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),
+                                          headers: [("allow", list)]))
+        case .notFound:
+            return ("unmatched", .problem(.notFound("no route for \(request.path)")))
+        }
+    }
 
     public func match(_ method: HTTPMethod, _ path: String) -> Match {
         var allowed: [HTTPMethod] = []

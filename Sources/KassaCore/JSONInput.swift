@@ -1,0 +1,90 @@
+/// Reads fields out of a request document by dotted path, collecting one
+/// problem per missing or mistyped field, so an answer can name each one.
+///
+/// ```swift
+/// var input = JSONInput(document)
+/// let amount = input.integer("paymentorder.amount", minimum: 1)
+/// if let first = input.problems.first { /* 400 naming first.field */ }
+/// ```
+public struct JSONInput: Sendable {
+    public struct FieldProblem: Error, Sendable, Equatable {
+        public var field: String
+        public var description: String
+    }
+
+    public let document: JSONValue
+    public private(set) var problems: [FieldProblem] = []
+
+    public init(_ document: JSONValue) { self.document = document }
+
+    /// Parses `bytes`; nil (with a problem naming the body) when it is not a JSON object.
+    public static func parse(_ bytes: [UInt8]) -> Result<JSONInput, FieldProblem> {
+        do {
+            let value = try JSONValue.parse(bytes)
+            guard case .object = value else { return .failure(FieldProblem(field: "body", description: "must be a JSON object")) }
+            return .success(JSONInput(value))
+        } catch {
+            return .failure(FieldProblem(field: "body", description: "is not valid JSON: \(error)"))
+        }
+    }
+
+    public func value(_ path: String) -> JSONValue? {
+        var current: JSONValue? = document
+        for key in path.split(separator: ".") { current = current?[String(key)] }
+        if case .null? = current { return nil }
+        return current
+    }
+
+    public mutating func fail(_ field: String, _ description: String) {
+        problems.append(FieldProblem(field: field, description: description))
+    }
+
+    public mutating func string(_ path: String, required: Bool = true, maxLength: Int = 4096) -> String? {
+        guard let value = value(path) else {
+            if required { fail(path, "is required") }
+            return nil
+        }
+        guard case .string(let s) = value else { fail(path, "must be a string"); return nil }
+        guard s.count <= maxLength else { fail(path, "must be at most \(maxLength) characters"); return nil }
+        return s
+    }
+
+    public mutating func integer(_ path: String, required: Bool = true, minimum: Int = Int.min) -> Int? {
+        guard let value = value(path) else {
+            if required { fail(path, "is required") }
+            return nil
+        }
+        guard let n = value.intValue else { fail(path, "must be a whole number"); return nil }
+        guard n >= minimum else { fail(path, "must be at least \(minimum)"); return nil }
+        return n
+    }
+
+    public mutating func bool(_ path: String, required: Bool = true) -> Bool? {
+        guard let value = value(path) else {
+            if required { fail(path, "is required") }
+            return nil
+        }
+        guard let b = value.boolValue else { fail(path, "must be true or false"); return nil }
+        return b
+    }
+
+    public mutating func object(_ path: String, required: Bool = true) -> [String: JSONValue]? {
+        guard let value = value(path) else {
+            if required { fail(path, "is required") }
+            return nil
+        }
+        guard let o = value.objectValue else { fail(path, "must be an object"); return nil }
+        return o
+    }
+
+    public mutating func strings(_ path: String, required: Bool = true) -> [String]? {
+        guard let value = value(path) else {
+            if required { fail(path, "is required") }
+            return nil
+        }
+        guard let a = value.arrayValue else { fail(path, "must be an array of strings"); return nil }
+        let strings = a.compactMap(\.stringValue)
+        guard strings.count == a.count else { fail(path, "must be an array of strings"); return nil }
+        return strings
+    }
+}

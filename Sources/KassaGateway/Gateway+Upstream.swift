@@ -1,0 +1,91 @@
+import Foundation
+import KassaCore
+import KassaUpstream
+
+/// Calls to Swedbank Pay, each written to the event log as an
+/// `upstream.request` / `upstream.response` pair with redacted bodies.
+extension Gateway {
+    /// Largest body excerpt kept in the event log.
+    static let loggedBodyLimit = 4_096
+
+    struct UpstreamCall {
+        var operation: String
+        var method: String
+        var url: String
+        var body: JSONValue?
+        var traceID: String
+        var sessionID: String?
+    }
+
+    /// The absolute URL for an upstream path such as `/psp/consumers`.
+    func upstreamURL(_ path: String) -> String {
+        var base = configuration.upstreamURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + path
+    }
+
+    /// True when `href` names an allowed upstream host over http(s): no request goes elsewhere.
+    func isAllowedUpstream(_ href: String) -> Bool {
+        guard let components = URLComponents(string: href), let scheme = components.scheme?.lowercased(),
+              scheme == "https" || scheme == "http", let host = components.host?.lowercased() else { return false }
+        let allowed = configuration.allowedUpstreamHosts.map { $0.lowercased() } + [URLComponents(string: configuration.upstreamURL)?.host?.lowercased() ?? ""]
+        return allowed.contains(host)
+    }
+
+    func callUpstream(_ call: UpstreamCall) async -> Result<UpstreamResponse, UpstreamError> {
+        let path = URLComponents(string: call.url)?.path ?? call.url
+        var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
+        var bodyBytes: [UInt8]?
+        if let body = call.body {
+            headers.append(("Content-Type", "application/json"))
+            bodyBytes = body.bytes
+        }
+        store.eventLog.append(LogEvent(
+            atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
+            summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
+            data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                   "body": call.body.map(Self.loggable) ?? .null]))
+        let started = ContinuousClock.now
+        let result: Result<UpstreamResponse, UpstreamError>
+        do {
+            result = .success(try await upstream.send(UpstreamRequest(
+                method: call.method, url: call.url, headers: headers, body: bodyBytes,
+                connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: configuration.upstreamTimeoutMs)))
+        } catch {
+            result = .failure(error)
+        }
+        let elapsed = started.duration(to: .now)
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        switch result {
+        case .success(let response):
+            let parsed = try? JSONValue.parse(response.body)
+            store.eventLog.append(LogEvent(
+                atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
+                level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
+                summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
+                data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                       "contentType": .string(response.header("content-type") ?? ""),
+                       "body": parsed.map(Self.loggable) ?? .string(Self.excerpt(response.body))]))
+        case .failure(let error):
+            store.eventLog.append(LogEvent(
+                atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
+                summary: "\(call.method) \(path) failed: \(error)", durationMs: ms, traceID: call.traceID,
+                data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                       "error": .string(error.description)]))
+        }
+        return result
+    }
+
+    /// A redacted body, cut to a size the event log can hold.
+    static func loggable(_ value: JSONValue) -> JSONValue {
+        let redacted = Redaction.redact(value)
+        let bytes = redacted.bytes
+        guard bytes.count > loggedBodyLimit else { return redacted }
+        return ["truncated": true, "bytes": .number(Double(bytes.count)), "excerpt": .string(excerpt(bytes))]
+    }
+
+    /// Non-JSON bodies are kept only as a short, redacted excerpt.
+    static func excerpt(_ bytes: [UInt8]) -> String {
+        Redaction.redactURLQuery(String(decoding: bytes.prefix(256), as: UTF8.self))
+    }
+}

@@ -1,0 +1,280 @@
+/// The gateway's own API description, served at `/openapi.yaml`. Kept in
+/// code so the binary needs no resource files beside it.
+enum OpenAPI {
+    static let document = #"""
+openapi: 3.0.3
+info:
+  title: Kassa
+  version: 0.1.0
+  description: |
+    Kassa, a payment session gateway for Swedbank Pay. The Merchant Backend API
+    follows the Swedbank Pay Mobile SDK's specification; every error is an
+    RFC 7807 problem.
+servers:
+  - url: /
+components:
+  securitySchemes:
+    merchantApiKey:
+      type: apiKey
+      in: header
+      name: Your-Api-Key
+  schemas:
+    Problem:
+      type: object
+      required: [type, title, status]
+      properties:
+        type: {type: string}
+        title: {type: string}
+        status: {type: integer}
+        detail: {type: string}
+        instance: {type: string}
+        problems:
+          type: array
+          items:
+            type: object
+            properties:
+              name: {type: string}
+              description: {type: string}
+      additionalProperties: true
+    Operation:
+      type: object
+      required: [rel, href]
+      properties:
+        rel: {type: string}
+        href: {type: string}
+        method: {type: string}
+        contentType: {type: string}
+      additionalProperties: true
+    Operations:
+      type: array
+      items: {$ref: '#/components/schemas/Operation'}
+    ConsumersRequest:
+      type: object
+      required: [operation, language, shippingAddressRestrictedToCountryCodes]
+      properties:
+        operation: {type: string, example: initiate-consumer-session}
+        language: {type: string, example: sv-SE}
+        shippingAddressRestrictedToCountryCodes:
+          type: array
+          items: {type: string, example: SE}
+    ConsumersResponse:
+      type: object
+      required: [operations]
+      properties:
+        token: {type: string}
+        operations: {$ref: '#/components/schemas/Operations'}
+    PaymentOrderRequest:
+      type: object
+      required: [paymentorder]
+      properties:
+        paymentorder:
+          type: object
+          required: [currency, amount, vatAmount, description, urls]
+          properties:
+            operation: {type: string, example: Purchase}
+            currency: {type: string, example: SEK}
+            amount: {type: integer, minimum: 0, example: 1500}
+            vatAmount: {type: integer, minimum: 0, example: 375}
+            description: {type: string, example: Test purchase}
+            userAgent: {type: string}
+            language: {type: string, example: sv-SE}
+            instrument: {type: string}
+            urls:
+              type: object
+              required: [hostUrls, completeUrl]
+              properties:
+                hostUrls: {type: array, items: {type: string}}
+                completeUrl: {type: string}
+                cancelUrl: {type: string}
+                paymentUrl: {type: string}
+                termsOfServiceUrl: {type: string}
+            payeeInfo:
+              type: object
+              properties:
+                payeeId: {type: string}
+                payeeName: {type: string}
+    PaymentOrderResponse:
+      type: object
+      required: [paymentorder, operations]
+      properties:
+        paymentorder:
+          type: object
+          required: [id]
+          properties:
+            id: {type: string}
+          additionalProperties: true
+        operations: {$ref: '#/components/schemas/Operations'}
+        mobileSDK:
+          type: object
+          properties:
+            validInstruments: {type: array, items: {type: string}}
+            setInstrument: {type: string}
+    SetInstrumentRequest:
+      type: object
+      required: [paymentorder]
+      properties:
+        paymentorder:
+          type: object
+          required: [operation, instrument]
+          properties:
+            operation: {type: string, enum: [SetInstrument]}
+            instrument: {type: string, example: CreditCard}
+  responses:
+    Problem:
+      description: An RFC 7807 problem
+      content:
+        application/problem+json:
+          schema: {$ref: '#/components/schemas/Problem'}
+paths:
+  /swedbank-pay-mobile/:
+    get:
+      summary: Merchant Backend root (links to the other endpoints)
+      security: [{merchantApiKey: []}]
+      responses:
+        '200':
+          description: Endpoint links
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [consumers, paymentorders]
+                properties:
+                  consumers: {type: string}
+                  paymentorders: {type: string}
+        '401': {$ref: '#/components/responses/Problem'}
+  /swedbank-pay-mobile/consumers:
+    post:
+      summary: Start a consumer identification session (forwarded to POST /psp/consumers)
+      security: [{merchantApiKey: []}]
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/ConsumersRequest'}
+      responses:
+        '200':
+          description: Swedbank Pay's answer, forwarded
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/ConsumersResponse'}
+        '400': {$ref: '#/components/responses/Problem'}
+        '401': {$ref: '#/components/responses/Problem'}
+        '413': {$ref: '#/components/responses/Problem'}
+        '502': {$ref: '#/components/responses/Problem'}
+        '504': {$ref: '#/components/responses/Problem'}
+        default: {$ref: '#/components/responses/Problem'}
+  /swedbank-pay-mobile/paymentorders:
+    post:
+      summary: Create a payment order (forwarded to POST /psp/paymentorders with Kassa's payee reference)
+      security: [{merchantApiKey: []}]
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/PaymentOrderRequest'}
+      responses:
+        '201':
+          description: Swedbank Pay's answer, forwarded (with mobileSDK in instrument mode)
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/PaymentOrderResponse'}
+        '400': {$ref: '#/components/responses/Problem'}
+        '401': {$ref: '#/components/responses/Problem'}
+        '413': {$ref: '#/components/responses/Problem'}
+        '502': {$ref: '#/components/responses/Problem'}
+        '504': {$ref: '#/components/responses/Problem'}
+        default: {$ref: '#/components/responses/Problem'}
+  /swedbank-pay-mobile/paymentorders/{id}/setInstrument:
+    patch:
+      summary: Change the instrument of an instrument-mode payment order
+      security: [{merchantApiKey: []}]
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/SetInstrumentRequest'}
+      responses:
+        '200':
+          description: Swedbank Pay's answer, forwarded
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/PaymentOrderResponse'}
+        '400': {$ref: '#/components/responses/Problem'}
+        '401': {$ref: '#/components/responses/Problem'}
+        '404': {$ref: '#/components/responses/Problem'}
+        '502': {$ref: '#/components/responses/Problem'}
+        '504': {$ref: '#/components/responses/Problem'}
+        default: {$ref: '#/components/responses/Problem'}
+  /swedbank-pay-mobile/sdk-callback/android-intent:
+    get:
+      summary: Android payment url helper (no authentication, no side effects)
+      parameters:
+        - {name: package, in: query, required: true, schema: {type: string, example: com.example.app}}
+        - {name: id, in: query, required: false, schema: {type: string}}
+      responses:
+        '200':
+          description: A page that redirects to the app's intent url
+          content:
+            text/html:
+              schema: {type: string}
+        '400': {$ref: '#/components/responses/Problem'}
+  /swedbank-pay-mobile/sdk-callback/ios-universal-link:
+    get:
+      summary: iOS payment url helper (no authentication, no side effects)
+      parameters:
+        - {name: scheme, in: query, required: true, schema: {type: string, example: yourecomapp}}
+        - {name: language, in: query, required: true, schema: {type: string, example: en-US}}
+        - {name: app, in: query, required: false, schema: {type: string}}
+        - {name: fallback, in: query, required: false, schema: {type: boolean}}
+        - {name: id, in: query, required: false, schema: {type: string}}
+      responses:
+        '301':
+          description: Redirect to the back-link page, or with fallback=true to the app's custom scheme
+          headers:
+            Location: {schema: {type: string}}
+        '400': {$ref: '#/components/responses/Problem'}
+  /.well-known/apple-app-site-association:
+    get:
+      summary: Apple app site association for the payment url helpers
+      responses:
+        '200':
+          description: The association file
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [applinks]
+                properties:
+                  applinks: {type: object}
+  /healthz:
+    get:
+      summary: Liveness
+      responses:
+        '200':
+          description: The process answers
+          content:
+            application/json:
+              schema: {type: object, properties: {status: {type: string}}}
+  /readyz:
+    get:
+      summary: Readiness (store and upstream)
+      responses:
+        '200':
+          description: Ready
+          content:
+            application/json:
+              schema: {type: object, properties: {status: {type: string}}}
+        '503': {$ref: '#/components/responses/Problem'}
+  /openapi.yaml:
+    get:
+      summary: This document
+      responses:
+        '200':
+          description: OpenAPI 3 description
+          content:
+            application/yaml:
+              schema: {type: string}
+"""#
+}

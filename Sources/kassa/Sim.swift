@@ -1,0 +1,50 @@
+import ArgumentParser
+import KassaGateway
+import KassaSimulator
+import Logging
+
+struct Sim: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the Swedbank Pay simulator on its own port.",
+        discussion: """
+        Faults: --fault ROUTE:FAULT[:RATE], repeatable. ROUTE is a route name (consumers.create, \
+        paymentorders.create, paymentorders.get, paymentorders.patch, …) or *; FAULT is latency=MS, status=CODE, \
+        timeout, reset, malformed or truncated; RATE is 0…1 (default 1). A request whose body or query holds \
+        sim-fault:FAULT gets that fault whatever the rules say. GET/PUT /sim/faults reads or replaces the rules.
+        """
+    )
+
+    @Option(help: "Address to listen on, HOST:PORT. (KASSA_SIM_LISTEN, default 127.0.0.1:9090)")
+    var listen: String?
+    @Option(help: "Bearer token callers must present. (KASSA_SIM_TOKEN, default \(Simulator.defaultToken))")
+    var token: String?
+    @Option(help: "Seed for ids and fault draws. (KASSA_SIM_SEED, default 1)")
+    var seed: Int?
+    @Option(name: .customLong("fault"), help: "A fault rule ROUTE:FAULT[:RATE]; repeatable.")
+    var faults: [String] = []
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        let logger = Logger(label: "kassa-sim")
+        let (host, port) = try parseListen(setting(listen, "KASSA_SIM_LISTEN", default: "127.0.0.1:9090"))
+        var rules: [FaultRule] = []
+        for text in faults {
+            guard let rule = FaultRule(text) else { throw ValidationError("--fault must be ROUTE:FAULT[:RATE], not \(text)") }
+            rules.append(rule)
+        }
+        let stopSignal = StopSignal()
+        let simulator: Simulator
+        do {
+            simulator = try Simulator.start(Simulator.Configuration(
+                host: host, port: port, token: setting(token, "KASSA_SIM_TOKEN", default: Simulator.defaultToken),
+                seed: UInt64(try setting(seed, "KASSA_SIM_SEED", default: 1)), faults: rules))
+        } catch {
+            printToTerminal("kassa sim: \(error)")
+            throw ExitCode(1)
+        }
+        logger.info("listening", metadata: ["address": "\(host):\(simulator.port)", "faults": "\(rules.count)"])
+        _ = await stopSignal.wait()
+        await simulator.stop()
+        logger.info("stopped")
+    }
+}
