@@ -3,8 +3,8 @@
 
 SWIFT ?= swift
 APT_PACKAGES := libwebsockets-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
-TEST_APT_PACKAGES := curl sqlite3 python3-pip
-PIP_PACKAGES := websockets
+TEST_APT_PACKAGES :=
+PIP_PACKAGES := websockets schemathesis
 KASSA := .build/debug/kassa
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -27,12 +27,13 @@ deps:
 	fi
 
 test-deps:
-	@missing=$$(for p in $(TEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@[ -z "$(TEST_APT_PACKAGES)" ] || missing=$$(for p in $(TEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing $$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q $(PIP_PACKAGES)
+	@python3 -m pip --version >/dev/null 2>&1 || python3 -m ensurepip --upgrade
+	@python3 -c "import websockets, schemathesis" 2>/dev/null || python3 -m pip install -q $(PIP_PACKAGES)
 
 build:
 	$(SWIFT) build

@@ -189,7 +189,7 @@ paths:
       summary: Change the instrument of an instrument-mode payment order
       security: [{merchantApiKey: []}]
       parameters:
-        - {name: id, in: path, required: true, schema: {type: string}}
+        - {name: id, in: path, required: true, description: the payee reference Kassa gave the order, schema: {type: string, pattern: '^[A-Za-z0-9]{1,30}$'}}
       requestBody:
         required: true
         content:

@@ -1,0 +1,178 @@
+import Foundation
+import KassaCore
+@testable import KassaSimulator
+import KassaUpstream
+import Testing
+
+@Suite("Simulator")
+struct SimulatorTests {
+    let client = UpstreamClient()
+
+    func start(seed: UInt64 = 7, faults: [FaultRule] = []) throws -> Simulator {
+        try Simulator.start(Simulator.Configuration(port: 0, token: "tok", seed: seed, faults: faults, timeoutHoldSeconds: 2))
+    }
+
+    func createOrder(_ sim: Simulator, token: String = "tok", body: JSONValue = MerchantAPITests.paymentOrder()) async throws -> UpstreamResponse {
+        var body = body
+        if case .object(var root) = body, case .object(var order)? = root["paymentorder"] {
+            var payee = order["payeeInfo"]?.objectValue ?? [:]
+            payee["payeeReference"] = "ref1"
+            order["payeeInfo"] = .object(payee)
+            root["paymentorder"] = .object(order)
+            body = .object(root)
+        }
+        return try await client.send(UpstreamRequest(method: "POST", url: sim.baseURL + "/psp/paymentorders",
+                                                     headers: [("Authorization", "Bearer \(token)")], body: body.bytes))
+    }
+
+    @Test("validates the bearer token like the real service")
+    func bearer() async throws {
+        let sim = try start()
+        let r = try await createOrder(sim, token: "wrong")
+        #expect(r.status == 401)
+        #expect(try JSONValue.parse(r.body)["type"]?.stringValue == "https://api.payex.com/psp/errordetail/unauthorized")
+        await sim.stop()
+    }
+
+    @Test("ids are fixed by the seed")
+    func deterministic() async throws {
+        var ids: [String] = []
+        for _ in 0..<2 {
+            let sim = try start(seed: 42)
+            let doc = try JSONValue.parse(try await createOrder(sim).body)
+            ids.append(doc["paymentorder"]?["id"]?.stringValue ?? "")
+            await sim.stop()
+        }
+        #expect(ids[0] == ids[1])
+        #expect(ids[0].hasPrefix("/psp/paymentorders/"))
+        let other = try start(seed: 43)
+        let doc = try JSONValue.parse(try await createOrder(other).body)
+        #expect(doc["paymentorder"]?["id"]?.stringValue != ids[0])
+        await other.stop()
+    }
+
+    @Test("invalid payment orders get Swedbank Pay input-error problems naming each field")
+    func validation() async throws {
+        let sim = try start()
+        let r = try await createOrder(sim, body: ["paymentorder": ["currency": "sek", "amount": 0, "vatAmount": 5]])
+        #expect(r.status == 400)
+        let problem = try JSONValue.parse(r.body)
+        #expect(problem["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/inputerror")
+        let names = Set(problem["problems"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [])
+        #expect(names.isSuperset(of: ["paymentorder.currency", "paymentorder.amount", "paymentorder.description"]))
+        await sim.stop()
+    }
+
+    @Test("a created order can be read back, with its operations")
+    func getOrder() async throws {
+        let sim = try start()
+        let created = try JSONValue.parse(try await createOrder(sim).body)
+        let id = try #require(created["paymentorder"]?["id"]?.stringValue)
+        let r = try await client.send(UpstreamRequest(url: sim.baseURL + id, headers: [("Authorization", "Bearer tok")]))
+        #expect(r.status == 200)
+        let doc = try JSONValue.parse(r.body)
+        let rels = doc["operations"]?.arrayValue?.compactMap { $0["rel"]?.stringValue } ?? []
+        #expect(rels.contains("view-paymentorder") && rels.contains("view-paymentsession"))
+        let missing = try await client.send(UpstreamRequest(url: sim.baseURL + "/psp/paymentorders/nope", headers: [("Authorization", "Bearer tok")]))
+        #expect(missing.status == 404)
+        await sim.stop()
+    }
+
+    @Test("fault rules apply at their rate, per route, and can be replaced over HTTP")
+    func faultRules() async throws {
+        let sim = try start(faults: [FaultRule(route: "paymentorders.create", fault: .status(502), rate: 0.5)])
+        var statuses: [Int] = []
+        for _ in 0..<40 { statuses.append(try await createOrder(sim).status) }
+        let failed = statuses.filter { $0 == 502 }.count
+        #expect(failed > 5 && failed < 35, "about half fail at rate 0.5, got \(failed)/40")
+        #expect(Set(statuses).isSubset(of: [201, 502]))
+
+        let put = try await client.send(UpstreamRequest(method: "PUT", url: sim.baseURL + "/sim/faults",
+                                                        body: Array(#"[{"route":"*","fault":"latency=300"}]"#.utf8)))
+        #expect(put.status == 200)
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(try await createOrder(sim).status == 201)
+        #expect(start.duration(to: clock.now) >= .milliseconds(290))
+
+        let bad = try await client.send(UpstreamRequest(method: "PUT", url: sim.baseURL + "/sim/faults", body: Array(#"[{"fault":"explode"}]"#.utf8)))
+        #expect(bad.status == 400)
+        await sim.stop()
+    }
+
+    @Test("magic values select a fault for one request", arguments: [
+        ("sim-fault:status=503", 503), ("sim-fault:malformed", 200),
+    ])
+    func magic(_ magic: String, _ status: Int) async throws {
+        let sim = try start()
+        let r = try await createOrder(sim, body: MerchantAPITests.paymentOrder(description: magic))
+        #expect(r.status == status)
+        if magic.hasSuffix("malformed") { #expect((try? JSONValue.parse(r.body)) == nil) }
+        await sim.stop()
+    }
+
+    @Test("fault rule syntax")
+    func parsing() {
+        #expect(FaultRule("paymentorders.create:status=503:0.5") == FaultRule(route: "paymentorders.create", fault: .status(503), rate: 0.5))
+        #expect(FaultRule("*:latency=100") == FaultRule(route: "*", fault: .latency(ms: 100), rate: 1))
+        #expect(FaultRule("*:reset") != nil)
+        #expect(FaultRule("*:status=99") == nil)
+        #expect(FaultRule("*:latency=5:2") == nil)
+        #expect(FaultRule("nothing") == nil)
+    }
+
+    @Test("kassa sim runs on its own port")
+    func command() async throws {
+        let p = try KassaProcess(["sim", "--listen", "127.0.0.1:0", "--token", "cli-token", "--fault", "consumers.create:status=500"])
+        let listening = try await onThread { p.waitForLog(message: "listening") }
+        let port = try #require(listening?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
+        let r = try await client.send(UpstreamRequest(method: "POST", url: "http://127.0.0.1:\(port)/psp/consumers",
+                                                      headers: [("Authorization", "Bearer cli-token")], body: Array("{}".utf8)))
+        #expect(r.status == 500)
+        p.signal(SIGTERM)
+        #expect(try await onThread { p.waitForExit() } == 0)
+    }
+}
+
+@Suite("Payment url helpers")
+struct PaymentURLHelperTests {
+    @Test("schemes that would redirect to the web or run script are refused")
+    func schemes() {
+        for good in ["yourecomapp", "com.example.app", "my-app+v2"] { #expect(PaymentURLHelper.isValidCustomScheme(good), "\(good)") }
+        for bad in ["https", "HTTP", "javascript", "data", "file", "1app", "a/b", "a:b", "", "intent"] {
+            #expect(!PaymentURLHelper.isValidCustomScheme(bad), "\(bad)")
+        }
+    }
+
+    @Test("hosts and packages")
+    func hostsAndPackages() {
+        #expect(PaymentURLHelper.isValidHost("example.com"))
+        #expect(PaymentURLHelper.isValidHost("127.0.0.1:8080"))
+        #expect(!PaymentURLHelper.isValidHost("evil.example/x"))
+        #expect(!PaymentURLHelper.isValidHost("a b"))
+        #expect(!PaymentURLHelper.isValidHost("x:99999"))
+        #expect(PaymentURLHelper.isValidPackage("your.ecom.app"))
+        #expect(!PaymentURLHelper.isValidPackage("single"))
+        #expect(!PaymentURLHelper.isValidPackage("a..b"))
+        #expect(!PaymentURLHelper.isValidPackage("a.1b"))
+    }
+
+    @Test("the iOS redirect matches the seed's example")
+    func seedExample() throws {
+        let query: [(name: String, value: String)] = [("scheme", "yourecomapp"), ("language", "en-US"),
+                                                      ("id", "abb50c53-53c1-4138-923f-59fcf0acd08d"), ("app", "Your Ecom App")]
+        let location = try PaymentURLHelper.iosRedirect(host: "example.com", path: "/swedbank-pay-mobile/sdk-callback/ios-universal-link",
+                                                        query: query, trampolineURL: "https://ecom.stage.payex.com/externalresourcehost/trampoline")
+        #expect(location == "https://ecom.stage.payex.com/externalresourcehost/trampoline?target=https%3A%2F%2Fexample.com%2Fswedbank-pay-mobile%2Fsdk-callback%2Fios-universal-link%3Fscheme%3Dyourecomapp%26language%3Den-US%26id%3Dabb50c53-53c1-4138-923f-59fcf0acd08d%26app%3DYour%2520Ecom%2520App%26fallback%3Dtrue&language=en-US&app=Your%20Ecom%20App")
+        let fallback = try PaymentURLHelper.iosRedirect(host: "example.com", path: "/swedbank-pay-mobile/sdk-callback/ios-universal-link",
+                                                        query: query + [("fallback", "true")], trampolineURL: "https://t")
+        #expect(fallback == "yourecomapp://example.com/swedbank-pay-mobile/sdk-callback/ios-universal-link?scheme=yourecomapp&language=en-US&id=abb50c53-53c1-4138-923f-59fcf0acd08d&app=Your%20Ecom%20App&fallback=true")
+    }
+
+    @Test("control characters anywhere in the query are refused")
+    func controlCharacters() {
+        #expect(throws: PaymentURLHelper.Failure.self) { try PaymentURLHelper.checkQuery([("language", "en\r\nX-Evil: 1")]) }
+        #expect(throws: PaymentURLHelper.Failure.self) { try PaymentURLHelper.checkQuery([("x", String(repeating: "a", count: 3000))]) }
+        #expect(throws: Never.self) { try PaymentURLHelper.checkQuery([("language", "en-US")]) }
+    }
+}
