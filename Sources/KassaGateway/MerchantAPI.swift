@@ -43,6 +43,14 @@ extension Gateway {
         return Secrets.matchesAny(key, configuration.apiKeys)
     }
 
+    struct Refusal: Error { let response: HTTPResponse }
+
+    /// The API key check and JSON parsing every Merchant API POST/PATCH starts with.
+    func authorizedInput(_ context: RequestContext) -> Result<JSONInput, Refusal> {
+        guard hasValidAPIKey(context.request) else { return .failure(Refusal(response: MerchantProblem.unauthorized())) }
+        return JSONInput.parse(context.request.body).mapError { Refusal(response: MerchantProblem.badRequest($0.field, $0.description)) }
+    }
+
     // MARK: Endpoints
 
     func merchantRoot(_ context: RequestContext) async -> HTTPResponse {
@@ -51,11 +59,10 @@ extension Gateway {
     }
 
     func merchantConsumers(_ context: RequestContext) async -> HTTPResponse {
-        guard hasValidAPIKey(context.request) else { return MerchantProblem.unauthorized() }
         var input: JSONInput
-        switch JSONInput.parse(context.request.body) {
+        switch authorizedInput(context) {
         case .success(let parsed): input = parsed
-        case .failure(let problem): return MerchantProblem.badRequest(problem.field, problem.description)
+        case .failure(let refusal): return refusal.response
         }
         _ = input.string("operation")
         _ = input.string("language")
@@ -72,11 +79,10 @@ extension Gateway {
     }
 
     func merchantPaymentOrders(_ context: RequestContext) async -> HTTPResponse {
-        guard hasValidAPIKey(context.request) else { return MerchantProblem.unauthorized() }
         var input: JSONInput
-        switch JSONInput.parse(context.request.body) {
+        switch authorizedInput(context) {
         case .success(let parsed): input = parsed
-        case .failure(let problem): return MerchantProblem.badRequest(problem.field, problem.description)
+        case .failure(let refusal): return refusal.response
         }
         guard var order = input.object("paymentorder") else {
             return MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)
@@ -137,11 +143,10 @@ extension Gateway {
     }
 
     func merchantSetInstrument(_ context: RequestContext) async -> HTTPResponse {
-        guard hasValidAPIKey(context.request) else { return MerchantProblem.unauthorized() }
         var input: JSONInput
-        switch JSONInput.parse(context.request.body) {
+        switch authorizedInput(context) {
         case .success(let parsed): input = parsed
-        case .failure(let problem): return MerchantProblem.badRequest(problem.field, problem.description)
+        case .failure(let refusal): return refusal.response
         }
         // Exactly the operation SetInstrument and a string instrument, as the sample backends check.
         let order = input.object("paymentorder")

@@ -3,6 +3,17 @@ import KassaCore
 @testable import KassaEdge
 import Testing
 
+/// Opens a WebSocket to `/ws`, reads the greeting, sends what `send` sends, and returns the close code.
+func closeCodeAfter(port: Int, _ send: @escaping @Sendable (RawSocket) throws -> Void) async throws -> UInt16? {
+    try await onThread { () -> UInt16? in
+        let socket = try RawSocket(port: port)
+        _ = try socket.upgrade(path: "/ws")
+        _ = socket.readFrame()
+        try send(socket)
+        return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
+    }
+}
+
 @Suite("Edge: WebSocket")
 struct EdgeWebSocketTests {
     @Test("upgrade, greeting, echo, and a close the server asked for")
@@ -55,13 +66,7 @@ struct EdgeWebSocketTests {
         let (server, _) = try startTestEdge()
         defer { Task { await server.stop() } }
         let port = server.port
-        let code = try await onThread { () -> UInt16? in
-            let socket = try RawSocket(port: port)
-            _ = try socket.upgrade(path: "/ws")
-            _ = socket.readFrame()
-            try socket.sendFrame(opcode: 0x1, payload: [0x68, 0xC3, 0x28, 0xFF])
-            return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
-        }
+        let code = try await closeCodeAfter(port: port) { try $0.sendFrame(opcode: 0x1, payload: [0x68, 0xC3, 0x28, 0xFF]) }
         #expect(code == WebSocketCloseCode.invalidPayload)
         let echo = try await onThread { () -> String? in
             let socket = try RawSocket(port: port)
@@ -78,14 +83,10 @@ struct EdgeWebSocketTests {
         let (server, _) = try startTestEdge()
         defer { Task { await server.stop() } }
         let port = server.port
-        let code = try await onThread { () -> UInt16? in
-            let socket = try RawSocket(port: port)
-            _ = try socket.upgrade(path: "/ws")
-            _ = socket.readFrame()
-            // Two fragments that together pass the 16 KiB limit.
+        // Two fragments that together pass the 16 KiB limit.
+        let code = try await closeCodeAfter(port: port) { socket in
             try socket.sendFrame(opcode: 0x1, payload: [UInt8](repeating: 0x61, count: 10_000), fin: false)
             try socket.sendFrame(opcode: 0x0, payload: [UInt8](repeating: 0x61, count: 10_000), fin: true)
-            return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
         }
         #expect(code == WebSocketCloseCode.messageTooBig)
     }
@@ -95,13 +96,7 @@ struct EdgeWebSocketTests {
         let (server, _) = try startTestEdge()
         defer { Task { await server.stop() } }
         let port = server.port
-        let code = try await onThread { () -> UInt16? in
-            let socket = try RawSocket(port: port)
-            _ = try socket.upgrade(path: "/ws")
-            _ = socket.readFrame()
-            try socket.sendFrame(opcode: 0x2, payload: [1, 2, 3])
-            return socket.readFrame(until: { $0.opcode == 0x8 })?.closeCode
-        }
+        let code = try await closeCodeAfter(port: port) { try $0.sendFrame(opcode: 0x2, payload: [1, 2, 3]) }
         #expect(code == WebSocketCloseCode.unsupportedData)
     }
 
