@@ -93,6 +93,8 @@ extension Simulator {
                 instrument: instrument, availableInstruments: instrument == nil ? [] : Self.instruments,
                 created: now, updated: now)
             s.paymentOrders[paymentOrder.id] = paymentOrder
+            s.sessions[paymentOrder.sessionToken] = SimulatedSession(token: paymentOrder.sessionToken, paymentOrderID: paymentOrder.id)
+            s.sessionOrders[paymentOrder.sessionToken] = paymentOrder.id
             return (paymentOrder, s.baseURL)
         }
         return .json(document(for: stored, base: base), status: 201)

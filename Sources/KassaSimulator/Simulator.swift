@@ -23,9 +23,12 @@ public final class Simulator: EdgeHandler {
         public var faults: [FaultRule]
         /// How long a `timeout` fault holds the connection.
         public var timeoutHoldSeconds: Double
+        /// How long the simulated payer takes to answer a Swish or wallet attempt.
+        public var payerDelayMs: Int
 
         public init(host: String = "127.0.0.1", port: Int = 0, token: String = Simulator.defaultToken, seed: UInt64 = 1,
-                    faults: [FaultRule] = [], timeoutHoldSeconds: Double = 30) {
+                    faults: [FaultRule] = [], timeoutHoldSeconds: Double = 30, payerDelayMs: Int = 300) {
+            self.payerDelayMs = payerDelayMs
             self.host = host
             self.port = port
             self.token = token
@@ -129,6 +132,9 @@ struct SimulatorState {
     var faults: [FaultRule]
     var baseURL = ""
     var paymentOrders: [String: SimulatedPaymentOrder] = [:]
+    /// Payment sessions by token, and the payment order each belongs to.
+    var sessions: [String: SimulatedSession] = [:]
+    var sessionOrders: [String: String] = [:]
     var consumerSessions = 0
 
     /// The fault for this request: a `sim-fault:<fault>` magic value in the

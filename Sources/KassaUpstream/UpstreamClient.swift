@@ -185,7 +185,9 @@ final class CurlEngine: @unchecked Sendable {
         case "HEAD": _ = kassa_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
         default: _ = kassa_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
         }
-        if let body = request.body {
+        // A POST, PUT or PATCH always states its length, even when empty.
+        let body = request.body ?? (["POST", "PUT", "PATCH"].contains(method) ? [] : nil)
+        if let body {
             _ = kassa_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             body.withUnsafeBytes { raw in
                 _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))

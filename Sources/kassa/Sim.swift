@@ -20,6 +20,8 @@ struct Sim: AsyncParsableCommand {
     var token: String?
     @Option(help: "Seed for ids and fault draws. (KASSA_SIM_SEED, default 1)")
     var seed: Int?
+    @Option(name: .customLong("payer-delay-ms"), help: "Milliseconds the simulated payer takes to answer a Swish or wallet attempt. (KASSA_SIM_PAYER_DELAY_MS, default 300)")
+    var payerDelayMs: Int?
     @Option(name: .customLong("fault"), help: "A fault rule ROUTE:FAULT[:RATE]; repeatable.")
     var faults: [String] = []
 
@@ -37,7 +39,8 @@ struct Sim: AsyncParsableCommand {
         do {
             simulator = try Simulator.start(Simulator.Configuration(
                 host: host, port: port, token: setting(token, "KASSA_SIM_TOKEN", default: Simulator.defaultToken),
-                seed: UInt64(try setting(seed, "KASSA_SIM_SEED", default: 1)), faults: rules))
+                seed: UInt64(try setting(seed, "KASSA_SIM_SEED", default: 1)), faults: rules,
+                payerDelayMs: try setting(payerDelayMs, "KASSA_SIM_PAYER_DELAY_MS", default: 300)))
         } catch {
             printToTerminal("kassa sim: \(error)")
             throw ExitCode(1)

@@ -1,0 +1,328 @@
+import Foundation
+import KassaCore
+import KassaEdge
+
+/// The PaymentSession API as the Mobile SDKs use it (see
+/// shared/research/paymentsession-api.md). Every call answers the whole
+/// PaymentOutputModel; what operations it lists depends on the session's state.
+struct SimulatedSession: Sendable {
+    enum Outcome: String, Sendable { case success, declined, payerCancelled }
+    enum Stage: Sendable, Equatable { case awaitingPayer, scaMethod, scaChallenge }
+
+    struct Attempt: Sendable {
+        var method: String
+        var startedMs: Int64
+        var outcome: Outcome
+        var stage: Stage
+        var launchURL: String?
+    }
+
+    enum End: Sendable { case completed, canceled }
+
+    var token: String
+    var paymentOrderID: String
+    var prepared = false
+    var expanded: Set<String> = []
+    var attempt: Attempt?
+    var problem: (type: String, title: String, detail: String)?
+    var acknowledgedProblems = 0
+    var end: End?
+    var instrumentModePaymentMethod: String?
+    var restrictTo: [String]?
+    var attempts = 0
+}
+
+/// Problem types the simulator invents where the SDK sources name none.
+enum SessionProblemType {
+    static let base = "https://api.payex.com/psp/errordetail/paymentorders/"
+    static let declined = base + "paymentattemptdeclined"
+    static let payerCancelled = base + "usercancelled"
+    static let clientAppLaunchFailed = base + "clientapplaunchfailed"
+    static let technicalError = base + "technicalerror"
+    static let operationNotAllowed = "https://api.payex.com/psp/errordetail/paymentsessions/operationnotallowed"
+}
+
+extension Simulator {
+    static let sessionMethods = ["Swish", "CreditCard", "ApplePay", "GooglePay", "Vipps"]
+    static let savedCards: [JSONValue] = [
+        ["rank": 1, "paymentToken": "sim-card-frictionless", "cardBrand": "Visa", "maskedPan": "492500******0004", "expiryDate": "2030-12-01T00:00:00Z"],
+        ["rank": 2, "paymentToken": "sim-card-challenge", "cardBrand": "MasterCard", "maskedPan": "522661******0009", "expiryDate": "2031-06-01T00:00:00Z"],
+    ]
+    static let swishPrefills: [JSONValue] = [["rank": 1, "msisdn": "+46739000001"]]
+
+    /// Runs `body` on the session named by the path, after settling what time has decided.
+    func withSession(_ context: RequestContext, _ body: (inout SimulatedSession, SimulatedPaymentOrder, String) -> HTTPResponse?) -> HTTPResponse {
+        let token = context.parameters["token"] ?? ""
+        let now = Self.nowMs()
+        return state.withLock { s -> HTTPResponse in
+            guard let orderID = s.sessionOrders[token], let order = s.paymentOrders[orderID], var session = s.sessions[token] else {
+                return SwedbankProblem.notFound("paymentsessions", "Payment session")
+            }
+            settle(&session, now: now)
+            let base = s.baseURL
+            let answer = body(&session, order, base)
+            s.sessions[token] = session
+            return answer ?? .json(sessionDocument(session, order: order, base: base))
+        }
+    }
+
+    /// A Swish or wallet attempt ends once the simulated payer has answered.
+    func settle(_ session: inout SimulatedSession, now: Int64) {
+        guard let attempt = session.attempt, attempt.stage == .awaitingPayer,
+              now - attempt.startedMs >= Int64(configuration.payerDelayMs) else { return }
+        finish(&session, attempt.outcome)
+    }
+
+    func finish(_ session: inout SimulatedSession, _ outcome: SimulatedSession.Outcome) {
+        let method = session.attempt?.method ?? ""
+        session.attempt = nil
+        switch outcome {
+        case .success:
+            session.end = .completed
+        case .declined:
+            session.problem = (SessionProblemType.declined, "Payment attempt declined", "The \(method) payment was declined (simulated).")
+        case .payerCancelled:
+            session.problem = (SessionProblemType.payerCancelled, "Payer cancelled", "The payer cancelled the \(method) payment (simulated).")
+        }
+    }
+
+    static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    // MARK: Handlers
+
+    func getSession(_ c: RequestContext) -> HTTPResponse { withSession(c) { _, _, _ in nil } }
+
+    func preparePayment(_ c: RequestContext) -> HTTPResponse {
+        withSession(c) { session, _, _ in
+            session.prepared = true
+            return nil
+        }
+    }
+
+    func expandMethod(_ c: RequestContext) -> HTTPResponse {
+        withSession(c) { session, _, _ in
+            let method = c.parameters["method"] ?? ""
+            guard Self.sessionMethods.contains(method), session.end == nil else { return Self.notAllowed("expand-method") }
+            session.expanded.insert(method)
+            return nil
+        }
+    }
+
+    /// Starts an attempt; the outcome is chosen by magic inputs (README: "Simulator").
+    func startAttempt(_ c: RequestContext) -> HTTPResponse {
+        let body = (try? JSONValue.parse(c.request.body)) ?? .object([:])
+        return withSession(c) { session, order, _ in
+            let method = c.parameters["method"] ?? ""
+            guard session.end == nil, session.attempt == nil, session.problem == nil, session.prepared else {
+                return Self.notAllowed("start-payment-attempt")
+            }
+            let amount = order.order["amount"]?.intValue ?? 0
+            var outcome: SimulatedSession.Outcome = amount % 1000 == 402 ? .declined : .success
+            var stage = SimulatedSession.Stage.awaitingPayer
+            var launchURL: String?
+            switch method {
+            case "Swish":
+                if let msisdn = body["msisdn"]?.stringValue {
+                    guard Self.isValidMSISDN(msisdn) else {
+                        return SwedbankProblem.inputError("paymentsessions", [("msisdn", "must be + and the country code and number, digits only")])
+                    }
+                    if msisdn.hasSuffix("0002") { outcome = .declined }
+                    if msisdn.hasSuffix("0003") { outcome = .payerCancelled }
+                } else {
+                    let callback = order.order["urls"]?["paymentUrl"]?.stringValue
+                    launchURL = "swish://paymentrequest?token=\(session.token.prefix(32))"
+                        + (callback.map { "&callbackurl=" + PaymentURLHelper.percentEncode($0) } ?? "")
+                }
+            case "CreditCard":
+                guard let token = body["paymentToken"]?.stringValue else {
+                    return SwedbankProblem.inputError("paymentsessions", [("paymentToken", "is required")])
+                }
+                switch token {
+                case "sim-card-challenge": stage = .scaMethod
+                case "sim-card-declined": outcome = .declined
+                default: break
+                }
+            case "ApplePay", "GooglePay":
+                break
+            default:
+                return Self.notAllowed("start-payment-attempt")
+            }
+            session.attempts += 1
+            session.attempt = .init(method: method, startedMs: Self.nowMs(), outcome: outcome, stage: stage, launchURL: launchURL)
+            // Frictionless cards are decided at once.
+            if method == "CreditCard" && stage == .awaitingPayer { finish(&session, outcome) }
+            return nil
+        }
+    }
+
+    func createAuthentication(_ c: RequestContext) -> HTTPResponse {
+        withSession(c) { session, _, _ in
+            guard session.attempt?.stage == .scaMethod else { return Self.notAllowed("create-authentication") }
+            session.attempt?.stage = .scaChallenge
+            return nil
+        }
+    }
+
+    /// `{"cRes": "…"}`: the simulated ACS's answer; `sim-cres-fail` fails the challenge.
+    func completeAuthentication(_ c: RequestContext) -> HTTPResponse {
+        let cres = (try? JSONValue.parse(c.request.body))?["cRes"]?.stringValue
+        return withSession(c) { session, _, _ in
+            guard session.attempt?.stage == .scaChallenge else { return Self.notAllowed("complete-authentication") }
+            guard let cres, !cres.isEmpty else { return SwedbankProblem.inputError("paymentsessions", [("cRes", "is required")]) }
+            finish(&session, cres == "sim-cres-fail" ? .declined : (session.attempt?.outcome ?? .success))
+            return nil
+        }
+    }
+
+    func getPayment(_ c: RequestContext) -> HTTPResponse { withSession(c) { _, _, _ in nil } }
+
+    /// `{"problemType": "UserCancelled"|"TechnicalError"|"ClientAppLaunchFailed"}` from the app.
+    func failAttempt(_ c: RequestContext) -> HTTPResponse {
+        let problemType = (try? JSONValue.parse(c.request.body))?["problemType"]?.stringValue ?? "TechnicalError"
+        return withSession(c) { session, _, _ in
+            guard let method = session.attempt?.method else { return Self.notAllowed("fail-payment-attempt") }
+            session.attempt = nil
+            switch problemType {
+            case "ClientAppLaunchFailed":
+                session.problem = (SessionProblemType.clientAppLaunchFailed, "Client app launch failed", "The \(method) app could not be started.")
+            case "UserCancelled":
+                session.problem = (SessionProblemType.payerCancelled, "Payer cancelled", "The payer cancelled the \(method) payment.")
+            default:
+                session.problem = (SessionProblemType.technicalError, "Technical error", "The \(method) attempt failed on the device.")
+            }
+            return nil
+        }
+    }
+
+    func acknowledgeFailedAttempt(_ c: RequestContext) -> HTTPResponse {
+        withSession(c) { session, _, _ in
+            guard session.problem != nil else { return Self.notAllowed("acknowledge-failed-attempt") }
+            session.problem = nil
+            session.acknowledgedProblems += 1
+            return nil
+        }
+    }
+
+    func abortPayment(_ c: RequestContext) -> HTTPResponse {
+        withSession(c) { session, _, _ in
+            guard session.end == nil else { return Self.notAllowed("abort-payment") }
+            session.attempt = nil
+            session.problem = nil
+            session.end = .canceled
+            return nil
+        }
+    }
+
+    /// `{"paymentMethod": …|null, "restrictToPaymentMethods": [..]|null}`: the payment menu.
+    func customizePayment(_ c: RequestContext) -> HTTPResponse {
+        let body = (try? JSONValue.parse(c.request.body)) ?? .object([:])
+        return withSession(c) { session, _, _ in
+            guard session.end == nil else { return Self.notAllowed("customize-payment") }
+            session.instrumentModePaymentMethod = body["paymentMethod"]?.stringValue
+            session.restrictTo = body["restrictToPaymentMethods"]?.arrayValue?.compactMap(\.stringValue)
+            return nil
+        }
+    }
+
+    static func notAllowed(_ operation: String) -> HTTPResponse {
+        let problem: JSONValue = [
+            "type": .string(SessionProblemType.operationNotAllowed), "title": "Operation not allowed", "status": 409,
+            "detail": .string("\(operation) is not allowed in the session's current state"),
+        ]
+        return HTTPResponse(status: 409, contentType: Problem.contentType, body: problem.bytes)
+    }
+
+    /// `+`, a country code and the number: digits only, 8 to 15 of them.
+    static func isValidMSISDN(_ s: String) -> Bool {
+        s.hasPrefix("+") && (8...15).contains(s.count - 1) && s.dropFirst().allSatisfy { $0.isASCII && $0.isNumber }
+    }
+
+    // MARK: The PaymentOutputModel
+
+    func sessionDocument(_ s: SimulatedSession, order p: SimulatedPaymentOrder, base: String) -> JSONValue {
+        let root = "\(base)/psp/paymentsessions/\(s.token)"
+        func op(_ rel: String, _ method: String, _ path: String, next: Bool? = nil, contentType: String = "application/json",
+                tasks: [JSONValue] = [], expects: [JSONValue] = []) -> JSONValue {
+            var o: [String: JSONValue] = ["rel": .string(rel), "method": .string(method), "href": .string(root + path),
+                                          "contentType": .string(contentType)]
+            if let next { o["next"] = .bool(next) }
+            if !tasks.isEmpty { o["tasks"] = .array(tasks) }
+            if !expects.isEmpty { o["expects"] = .array(expects) }
+            return .object(o)
+        }
+        let urls = p.order["urls"] ?? .object([:])
+        var operations: [JSONValue] = []
+        var methods: [JSONValue] = []
+        var problem: JSONValue = .null
+
+        switch s.end {
+        case .completed?:
+            operations = [["rel": "redirect-payer", "method": "GET", "next": true,
+                           "href": urls["completeUrl"] ?? .string("\(base)/complete"), "contentType": "text/html"]]
+        case .canceled?:
+            operations = [["rel": "redirect-payer", "method": "GET", "next": true,
+                           "href": urls["cancelUrl"] ?? .string("\(base)/cancel"), "contentType": "text/html"]]
+        case nil:
+            operations = [op("abort-payment", "POST", "/abort"), op("customize-payment", "POST", "/customize"),
+                          op("event-logging", "POST", "/events")]
+            if !s.prepared { operations.insert(op("prepare-payment", "POST", "/prepare", next: true), at: 0) }
+            if s.instrumentModePaymentMethod != nil || s.restrictTo != nil {
+                operations.append(op("view-payment", "GET", "/menu", contentType: "application/javascript"))
+            }
+            if let pending = s.problem {
+                problem = ["type": .string(pending.type), "title": .string(pending.title), "status": 422,
+                           "detail": .string(pending.detail),
+                           "operation": op("acknowledge-failed-attempt", "POST", "/attempts/acknowledge")]
+            }
+            let enabled = s.restrictTo ?? Self.sessionMethods
+            for method in Self.sessionMethods where enabled.contains(method) {
+                var m: [String: JSONValue] = ["paymentMethod": .string(method), "amount": p.order["amount"] ?? 0]
+                var mops: [JSONValue] = []
+                if let attempt = s.attempt, attempt.method == method {
+                    switch attempt.stage {
+                    case .awaitingPayer:
+                        var tasks: [JSONValue] = []
+                        if let launch = attempt.launchURL {
+                            tasks.append(["rel": "launch-client-app", "method": "GET", "href": .string(launch), "contentType": "text/html"])
+                        }
+                        mops.append(op("get-payment", "GET", "/payment", tasks: tasks))
+                        mops.append(op("fail-payment-attempt", "POST", "/methods/\(method)/fail"))
+                    case .scaMethod:
+                        mops.append(op("create-authentication", "POST", "/authentication",
+                                       tasks: [["rel": "sca-method-request", "method": "POST", "href": .string("\(base)/sim/acs/method"),
+                                                "contentType": "application/x-www-form-urlencoded",
+                                                "expects": [["name": "threeDSMethodData", "type": "string", "value": .string("sim-\(s.token.prefix(8))")]]]],
+                                       expects: [["name": "NotificationUrl", "type": "string", "value": .string("\(base)/sim/acs/notification")],
+                                                 ["name": "methodCompletionIndicator", "type": "string", "value": "U"]]))
+                    case .scaChallenge:
+                        mops.append(op("complete-authentication", "POST", "/authentication/complete",
+                                       tasks: [["rel": "sca-redirect", "method": "POST", "href": .string("\(base)/sim/acs/challenge"),
+                                                "contentType": "application/x-www-form-urlencoded",
+                                                "expects": [["name": "creq", "type": "string", "value": .string("sim-creq-\(s.token.prefix(8))")]]]]))
+                    }
+                } else if s.attempt == nil && s.problem == nil && s.prepared {
+                    mops.append(s.expanded.contains(method)
+                                ? op("start-payment-attempt", "POST", "/methods/\(method)/attempts")
+                                : op("expand-method", "POST", "/methods/\(method)/expand"))
+                }
+                m["operations"] = .array(mops)
+                switch method {
+                case "Swish": m["prefills"] = .array(Self.swishPrefills)
+                case "CreditCard": m["prefills"] = .array(Self.savedCards); m["cardBrands"] = ["Visa", "MasterCard"]
+                case "ApplePay": m["cardBrands"] = ["Visa", "MasterCard"]; m["merchantCapabilities"] = ["supports3DS"]
+                case "GooglePay": m["cardBrands"] = ["VISA", "MASTERCARD"]; m["allowedCardAuthMethods"] = ["PAN_ONLY", "CRYPTOGRAM_3DS"]; m["environment"] = "TEST"
+                default: break
+                }
+                methods.append(.object(m))
+            }
+        }
+        let session: JSONValue = [
+            "id": .string(p.path), "culture": p.order["language"] ?? "sv-SE", "currency": p.order["currency"] ?? .null,
+            "description": p.order["description"] ?? .null, "payeeName": p.order["payeeInfo"]?["payeeName"] ?? .null,
+            "instrumentModePaymentMethod": s.instrumentModePaymentMethod.map { .string($0) } ?? .null,
+            "settings": ["enabledPaymentMethods": .array((s.restrictTo ?? Self.sessionMethods).map { .string($0) })],
+            "urls": urls, "methods": .array(methods),
+        ]
+        return ["paymentSession": session, "operations": .array(operations), "problem": problem]
+    }
+}
