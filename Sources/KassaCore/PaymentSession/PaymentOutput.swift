@@ -1,0 +1,118 @@
+/// What every PaymentSession API call answers (the SDKs' PaymentOutputModel),
+/// reduced to what the session needs to decide its next step.
+public struct PaymentOutput: Sendable, Equatable {
+    public struct Expectation: Sendable, Equatable {
+        public var name: String
+        public var type: String
+        public var value: JSONValue
+    }
+
+    public struct Task: Sendable, Equatable {
+        public var rel: String
+        public var href: String
+        public var method: String
+        public var contentType: String?
+        public var expects: [Expectation]
+    }
+
+    public struct Operation: Sendable, Equatable {
+        public var rel: String
+        public var href: String
+        public var method: String
+        public var next: Bool
+        public var contentType: String?
+        public var tasks: [Task]
+        public var expects: [Expectation]
+        /// The payment method whose operations listed it; nil for top-level ones.
+        public var paymentMethod: String?
+
+        public func expectation(_ name: String) -> Expectation? { expects.first { $0.name == name } }
+    }
+
+    public struct Method: Sendable, Equatable {
+        public var name: String
+        public var prefills: [JSONValue]
+        public var operations: [Operation]
+    }
+
+    public struct UpstreamProblem: Sendable, Equatable {
+        public var type: String
+        public var title: String?
+        public var status: Int?
+        public var detail: String?
+        public var operation: Operation?
+
+        public var json: JSONValue {
+            var o: [String: JSONValue] = ["type": .string(type)]
+            if let title { o["title"] = .string(title) }
+            if let status { o["status"] = .number(Double(status)) }
+            if let detail { o["detail"] = .string(detail) }
+            return .object(o)
+        }
+    }
+
+    public var operations: [Operation]
+    public var methods: [Method]
+    public var problem: UpstreamProblem?
+    public var completeUrl: String?
+    public var cancelUrl: String?
+    public var paymentUrl: String?
+    public var instrumentModePaymentMethod: String?
+
+    /// Top-level operations followed by every method's, as the SDKs build their candidate list.
+    public var allOperations: [Operation] { operations + methods.flatMap(\.operations) }
+
+    /// If any candidate is marked `next`, only those count (the SDKs' "prioritised operations").
+    public var candidates: [Operation] {
+        let all = allOperations
+        let next = all.filter(\.next)
+        return next.isEmpty ? all : next
+    }
+
+    public func operation(_ rel: String, method: String? = nil) -> Operation? {
+        candidates.first { $0.rel == rel && (method == nil || $0.paymentMethod == method) }
+    }
+
+    public func method(_ name: String) -> Method? { methods.first { $0.name == name } }
+
+    /// Parses a PaymentOutputModel document; nil when it is not one.
+    public static func parse(_ document: JSONValue) -> PaymentOutput? {
+        guard case .object = document else { return nil }
+        let session = document["paymentSession"]
+        let methods: [Method] = (session?["methods"]?.arrayValue ?? []).compactMap { m in
+            guard let name = m["paymentMethod"]?.stringValue else { return nil }
+            return Method(name: name, prefills: m["prefills"]?.arrayValue ?? [],
+                          operations: (m["operations"]?.arrayValue ?? []).compactMap { parseOperation($0, method: name) })
+        }
+        var problem: UpstreamProblem?
+        if let p = document["problem"], let type = p["type"]?.stringValue {
+            problem = UpstreamProblem(type: type, title: p["title"]?.stringValue, status: p["status"]?.intValue,
+                                      detail: p["detail"]?.stringValue, operation: p["operation"].flatMap { parseOperation($0, method: nil) })
+        }
+        let urls = session?["urls"]
+        return PaymentOutput(operations: (document["operations"]?.arrayValue ?? []).compactMap { parseOperation($0, method: nil) },
+                             methods: methods, problem: problem,
+                             completeUrl: urls?["completeUrl"]?.stringValue, cancelUrl: urls?["cancelUrl"]?.stringValue,
+                             paymentUrl: urls?["paymentUrl"]?.stringValue,
+                             instrumentModePaymentMethod: session?["instrumentModePaymentMethod"]?.stringValue)
+    }
+
+    static func parseExpectations(_ value: JSONValue?) -> [Expectation] {
+        (value?.arrayValue ?? []).compactMap { e in
+            guard let name = e["name"]?.stringValue else { return nil }
+            return Expectation(name: name, type: e["type"]?.stringValue ?? "string", value: e["value"] ?? .null)
+        }
+    }
+
+    static func parseOperation(_ o: JSONValue, method: String?) -> Operation? {
+        guard let rel = o["rel"]?.stringValue, let href = o["href"]?.stringValue else { return nil }
+        let tasks: [Task] = (o["tasks"]?.arrayValue ?? []).compactMap { t in
+            guard let rel = t["rel"]?.stringValue, let href = t["href"]?.stringValue else { return nil }
+            return Task(rel: rel, href: href, method: t["method"]?.stringValue ?? "GET",
+                        contentType: t["contentType"]?.stringValue, expects: parseExpectations(t["expects"]))
+        }
+        return Operation(rel: rel, href: href, method: (o["method"]?.stringValue ?? "GET").uppercased(),
+                         next: o["next"]?.boolValue ?? false, contentType: o["contentType"]?.stringValue,
+                         tasks: tasks, expects: parseExpectations(o["expects"]), paymentMethod: method)
+    }
+}

@@ -1,0 +1,383 @@
+/// One event pushed to the client, before it gets its `seq`.
+public struct PushEvent: Sendable, Equatable {
+    public var type: String
+    public var data: JSONValue
+
+    public init(_ type: String, _ data: JSONValue = .object([:])) {
+        self.type = type
+        self.data = data
+    }
+}
+
+/// An upstream call the session wants made: an operation's href and method.
+public struct SessionCall: Sendable, Equatable {
+    public var rel: String
+    public var method: String
+    public var href: String
+    public var body: JSONValue?
+
+    public init(rel: String, method: String, href: String, body: JSONValue? = nil) {
+        self.rel = rel
+        self.method = method
+        self.href = href
+        self.body = body
+    }
+
+    /// Only reads are repeated blindly; a POST may have taken effect.
+    public var isIdempotent: Bool { method == "GET" }
+}
+
+/// The server-side PaymentSession: a state machine with no I/O. It does what
+/// the Mobile SDK does on the device (shared/research/paymentsession-api.md,
+/// "Client state machine"): fed upstream answers and client commands, it
+/// returns the effects to run — upstream calls, pushes, a poll timer.
+///
+/// ```swift
+/// var machine = PaymentSessionMachine(sessionURL: href)
+/// var effects = machine.start()                 // [.call(GET href)]
+/// effects = machine.received(output, for: call) // e.g. [.call(prepare-payment)]
+/// ```
+public struct PaymentSessionMachine: Sendable {
+    public enum Phase: String, Sendable {
+        case starting, awaitingInstrument, attempting, threeDSecure, paymentMenu, failed, completed, canceled, ended
+
+        public var isTerminal: Bool { self == .completed || self == .canceled || self == .ended }
+    }
+
+    public enum Effect: Sendable, Equatable {
+        case call(SessionCall)
+        case push(PushEvent)
+        /// Call `pollDue(generation)` after this many milliseconds.
+        case schedulePoll(afterMs: Int, generation: Int)
+    }
+
+    public enum Command: Sendable, Equatable {
+        case attempt(Instrument)
+        case abort
+        case retry
+        /// The payment menu, optionally restricted to these payment methods.
+        case fallback(restrictTo: [String]?)
+        /// The 3-D Secure challenge's answer (cRes) from the client's web view.
+        case threeDSecureResult(cres: String)
+    }
+
+    struct MenuRequest: Sendable, Equatable {
+        var paymentMethod: String?
+        var restrictTo: [String]?
+        var newCard: Bool?
+        var customized = false
+        var shown = false
+    }
+
+    public let sessionURL: String
+    public private(set) var phase: Phase = .starting
+    public private(set) var output: PaymentOutput?
+    public private(set) var availableInstruments: [JSONValue] = []
+    public private(set) var lastProblem: JSONValue?
+    public private(set) var callInFlight: SessionCall?
+    /// Milliseconds between get-payment polls (the SDKs use 2 s).
+    public var pollIntervalMs: Int
+
+    var instrument: Instrument?
+    var attemptStarted = false
+    var abortRequested = false
+    var menu: MenuRequest?
+    var cres: String?
+    var launched: Set<String> = []
+    var acknowledged: Set<String> = []
+    var challengesShown: Set<String> = []
+    var fetchedReported = false
+    var failedCall: SessionCall?
+    var pollGeneration = 0
+
+    public init(sessionURL: String, pollIntervalMs: Int = 2_000) {
+        self.sessionURL = sessionURL
+        self.pollIntervalMs = pollIntervalMs
+    }
+
+    /// A machine picking up a session after a restart: it re-reads the session
+    /// upstream and does not announce what the client was already told.
+    public init(recovering sessionURL: String, fetchedReported: Bool, pollIntervalMs: Int = 2_000) {
+        self.init(sessionURL: sessionURL, pollIntervalMs: pollIntervalMs)
+        self.fetchedReported = fetchedReported
+    }
+
+    // MARK: Inputs
+
+    public mutating func start() -> [Effect] {
+        phase = .starting
+        return [issue(SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL))]
+    }
+
+    /// An upstream call answered with a PaymentOutputModel.
+    public mutating func received(_ output: PaymentOutput, for call: SessionCall) -> [Effect] {
+        callInFlight = nil
+        self.output = output
+        if phase == .starting || phase == .failed { phase = instrument == nil ? .awaitingInstrument : .attempting }
+        return decide()
+    }
+
+    /// 409 operationnotallowed: like the SDKs, read the session again.
+    public mutating func notAllowed(_ call: SessionCall, problem: JSONValue) -> [Effect] {
+        callInFlight = nil
+        var effects: [Effect] = []
+        if call.rel == "abort-payment" {
+            effects.append(.push(PushEvent("SdkProblemOccurred", ["problem": [
+                "type": "AbortPaymentNotAllowed", "detail": "the payment can no longer be aborted", "retryable": false]])))
+        }
+        return effects + [issue(SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL))]
+    }
+
+    /// Another upstream problem (4xx): reported, and the attempt is over.
+    public mutating func rejected(_ call: SessionCall, problem: JSONValue) -> [Effect] {
+        callInFlight = nil
+        lastProblem = problem
+        endAttempt()
+        if !phase.isTerminal { phase = .awaitingInstrument }
+        return [.push(PushEvent("SessionProblemOccurred", ["problem": problem, "operation": .string(call.rel)]))]
+    }
+
+    /// The call failed after its retries (network, 5xx, garbage): the client may `retry`.
+    public mutating func failed(_ call: SessionCall, reason: String) -> [Effect] {
+        callInFlight = nil
+        failedCall = call
+        phase = .failed
+        let problem: JSONValue = ["type": "PaymentSessionAPIRequestFailed", "detail": .string(reason),
+                                  "operation": .string(call.rel), "retryable": true]
+        lastProblem = problem
+        return [.push(PushEvent("SdkProblemOccurred", ["problem": problem, "retryable": true]))]
+    }
+
+    public mutating func pollDue(_ generation: Int) -> [Effect] {
+        guard generation == pollGeneration, callInFlight == nil, !phase.isTerminal, phase != .failed else { return [] }
+        if let getPayment = output?.operation("get-payment") {
+            return [issue(SessionCall(rel: getPayment.rel, method: getPayment.method, href: getPayment.href))]
+        }
+        return [issue(SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL))]
+    }
+
+    /// A client command: the effects, or the problem that refuses it (state unchanged).
+    public mutating func command(_ command: Command) -> Result<[Effect], Problem> {
+        if phase.isTerminal {
+            return .failure(Self.notAllowed("the session has ended (\(phase.rawValue))"))
+        }
+        switch command {
+        case .attempt(let instrument):
+            guard phase == .awaitingInstrument, self.instrument == nil, menu == nil else {
+                return .failure(Self.notAllowed("an attempt can start only when the session awaits an instrument (now \(phase.rawValue))"))
+            }
+            guard output?.method(instrument.paymentMethod) != nil else {
+                return .failure(.kassa("instrument-not-available", "Instrument Not Available", 422,
+                                       detail: "\(instrument.paymentMethod) is not offered by this session"))
+            }
+            lastProblem = nil
+            if case .newCreditCard(let consent) = instrument {
+                menu = MenuRequest(paymentMethod: "CreditCard", restrictTo: ["CreditCard"], newCard: consent)
+                phase = .paymentMenu
+            } else {
+                self.instrument = instrument
+                attemptStarted = false
+                phase = .attempting
+            }
+            return .success(callInFlight == nil ? decide() : [])
+        case .abort:
+            guard output?.allOperations.contains(where: { $0.rel == "abort-payment" }) == true || callInFlight != nil else {
+                return .failure(Self.notAllowed("the session offers no abort now"))
+            }
+            abortRequested = true
+            return .success(callInFlight == nil ? decide() : [])
+        case .retry:
+            guard phase == .failed else { return .failure(Self.notAllowed("there is nothing to retry (now \(phase.rawValue))")) }
+            phase = instrument == nil ? .starting : .attempting
+            lastProblem = nil
+            let call = failedCall.flatMap { $0.isIdempotent ? $0 : nil }
+                ?? SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL)
+            failedCall = nil
+            return .success([issue(call)])
+        case .fallback(let restrictTo):
+            guard phase == .awaitingInstrument, instrument == nil, menu == nil else {
+                return .failure(Self.notAllowed("the payment menu can open only when the session awaits an instrument (now \(phase.rawValue))"))
+            }
+            menu = MenuRequest(paymentMethod: nil, restrictTo: restrictTo?.isEmpty == true ? nil : restrictTo)
+            phase = .paymentMenu
+            return .success(callInFlight == nil ? decide() : [])
+        case .threeDSecureResult(let cres):
+            guard phase == .threeDSecure else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
+            guard !cres.isEmpty, cres.count <= 10_000 else { return .failure(.badRequest("cres must be the challenge's answer", parameter: "cres")) }
+            self.cres = cres
+            return .success(callInFlight == nil ? decide() : [])
+        }
+    }
+
+    static func notAllowed(_ detail: String) -> Problem {
+        .kassa("command-not-allowed", "Command Not Allowed", 409, detail: detail)
+    }
+
+    // MARK: The decision order of the SDKs
+
+    mutating func issue(_ call: SessionCall) -> Effect {
+        callInFlight = call
+        return .call(call)
+    }
+
+    mutating func endAttempt() {
+        instrument = nil
+        attemptStarted = false
+        menu = nil
+        cres = nil
+    }
+
+    mutating func decide() -> [Effect] {
+        guard callInFlight == nil, let o = output, !phase.isTerminal else { return [] }
+        var effects: [Effect] = []
+
+        // The client asked to abort: that goes before anything else.
+        if abortRequested, let abort = o.allOperations.first(where: { $0.rel == "abort-payment" }) {
+            abortRequested = false
+            return [issue(call(abort))]
+        }
+        // 1. A failed attempt: report it once, then acknowledge it.
+        if let problem = o.problem, let ack = problem.operation, ack.rel == "acknowledge-failed-attempt", !acknowledged.contains(ack.href) {
+            acknowledged.insert(ack.href)
+            lastProblem = problem.json
+            endAttempt()
+            phase = .awaitingInstrument
+            return [.push(PushEvent("SessionProblemOccurred", ["problem": problem.json])), issue(call(ack))]
+        }
+        // 2. prepare-payment.
+        if let prepare = o.operation("prepare-payment") {
+            return [issue(call(prepare, body: Self.prepareBody))]
+        }
+        // 4. The payment menu (fallback, or a new card): customize, then show view-payment.
+        if var menu {
+            if !menu.customized, let customize = o.operation("customize-payment") {
+                menu.customized = true
+                self.menu = menu
+                var body: [String: JSONValue] = ["paymentMethod": menu.paymentMethod.map { .string($0) } ?? .null,
+                                                 "restrictToPaymentMethods": menu.restrictTo.map { .array($0.map { .string($0) }) } ?? .null]
+                if let consent = menu.newCard {
+                    body["hideStoredPaymentOptions"] = true
+                    body["showConsentAffirmation"] = .bool(consent)
+                }
+                return [issue(call(customize, body: .object(body)))]
+            }
+            if menu.customized, !menu.shown, let view = o.operation("view-payment") {
+                menu.shown = true
+                self.menu = menu
+                effects.append(.push(PushEvent("ShowPaymentMenu", [
+                    "url": .string(view.href),
+                    "restrictedToInstruments": menu.restrictTo.map { .array($0.map { .string($0) }) } ?? .null])))
+            }
+        }
+        // 5. The chosen instrument's start-payment-attempt.
+        if let instrument, !attemptStarted, let start = o.operation("start-payment-attempt", method: instrument.paymentMethod) {
+            attemptStarted = true
+            return effects + [issue(call(start, body: Self.attemptBody(instrument)))]
+        }
+        // 6. An app to launch (Swish local start): tell the client once.
+        for op in o.candidates {
+            for task in op.tasks where task.rel == "launch-client-app" && !launched.contains(task.href) {
+                launched.insert(task.href)
+                effects.append(.push(PushEvent("LaunchClientApp", ["url": .string(Self.withCallback(task.href, o.paymentUrl))])))
+            }
+        }
+        // 7–8. create-authentication. The 3-D Secure method step needs the payer's browser; the
+        // gateway cannot run it, so it reports it as not performed ("U").
+        if let create = o.operation("create-authentication"), create.expectation("NotificationUrl") != nil {
+            let body: JSONValue = ["methodCompletionIndicator": "U",
+                                   "notificationUrl": create.expectation("NotificationUrl")?.value ?? .null,
+                                   "requestWindowSize": "FULLSCREEN", "client": Self.clientInfo, "browser": Self.browserInfo]
+            return effects + [issue(call(create, body: body))]
+        }
+        // 9–10. The challenge: show it to the client, then post its answer.
+        if let complete = o.operation("complete-authentication"),
+           let redirect = complete.tasks.first(where: { $0.rel == "sca-redirect" }) {
+            let creq = redirect.expects.first { $0.name == "creq" }?.value.stringValue ?? redirect.href
+            if let cres {
+                self.cres = nil
+                phase = .attempting
+                return effects + [.push(PushEvent("Dismiss3DSecure")),
+                                  issue(call(complete, body: ["cRes": .string(cres), "client": Self.clientInfo]))]
+            }
+            if !challengesShown.contains(creq) {
+                challengesShown.insert(creq)
+                phase = .threeDSecure
+                var form: [String: JSONValue] = [:]
+                for e in redirect.expects { form[e.name] = e.value }
+                effects.append(.push(PushEvent("Show3DSecure", ["url": .string(redirect.href), "method": .string(redirect.method),
+                                                                "form": .object(form)])))
+            }
+            return effects
+        }
+        // 11. redirect-payer ends the flow.
+        if let redirect = o.operation("redirect-payer") {
+            endAttempt()
+            if redirect.href == o.completeUrl {
+                phase = .completed
+                return effects + [.push(PushEvent("PaymentSessionComplete"))]
+            }
+            if redirect.href == o.cancelUrl {
+                phase = .canceled
+                return effects + [.push(PushEvent("PaymentSessionCanceled"))]
+            }
+            phase = .ended
+            lastProblem = ["type": "PaymentSessionEndReached", "detail": "the session ended at an address that is neither completeUrl nor cancelUrl"]
+            return effects + [.push(PushEvent("SdkProblemOccurred", ["problem": lastProblem!, "retryable": false]))]
+        }
+        // 12. The chosen instrument's next step on its method.
+        if let instrument {
+            for rel in ["expand-method", "start-payment-attempt"] {
+                if let op = o.operation(rel, method: instrument.paymentMethod) {
+                    if rel == "start-payment-attempt" { attemptStarted = true }
+                    return effects + [issue(call(op, body: rel == "expand-method" ? ["paymentMethod": .string(instrument.paymentMethod)]
+                                                                                    : Self.attemptBody(instrument)))]
+                }
+            }
+        }
+        // 13. get-payment: poll it. The payment menu is watched the same way.
+        if o.operation("get-payment") != nil || menu?.shown == true {
+            pollGeneration += 1
+            return effects + [.schedulePoll(afterMs: pollIntervalMs, generation: pollGeneration)]
+        }
+        // 14. Nothing left to do but let the payer choose.
+        availableInstruments = AvailableInstruments.from(o)
+        if !fetchedReported {
+            fetchedReported = true
+            phase = .awaitingInstrument
+            effects.append(.push(PushEvent("PaymentSessionFetched", ["availableInstruments": .array(availableInstruments)])))
+        } else if instrument == nil && menu == nil {
+            phase = .awaitingInstrument
+        }
+        return effects
+    }
+
+    func call(_ op: PaymentOutput.Operation, body: JSONValue? = nil) -> SessionCall {
+        SessionCall(rel: op.rel, method: op.method, href: op.href, body: op.method == "GET" ? nil : (body ?? .object([:])))
+    }
+
+    /// The launch URL with `callbackurl` set to the payment url when it has none (as the SDKs do).
+    static func withCallback(_ href: String, _ paymentUrl: String?) -> String {
+        guard let paymentUrl, !href.contains("callbackurl=") else { return href }
+        return href + (href.contains("?") ? "&" : "?") + "callbackurl=" + PaymentURLHelper.percentEncode(paymentUrl)
+    }
+
+    static let clientInfo: JSONValue = ["userAgent": .string("Kassa/\(KassaVersion.string)"), "clientType": "Native",
+                                        "screenHeight": 0, "screenWidth": 0, "screenColorDepth": 24]
+    static let browserInfo: JSONValue = ["acceptHeader": "application/json", "language": "sv-SE", "timeZoneOffset": 0,
+                                         "javascriptEnabled": true]
+    static let prepareBody: JSONValue = [
+        "integration": "App", "deviceAcceptedWallets": "ApplePay;GooglePay", "client": clientInfo, "browser": browserInfo,
+        "service": ["name": "Kassa", "version": .string(KassaVersion.string)],
+        "presentationSdk": ["name": "Kassa", "version": .string(KassaVersion.string)],
+    ]
+
+    static func attemptBody(_ instrument: Instrument) -> JSONValue {
+        var body: [String: JSONValue] = ["culture": "sv-SE", "client": clientInfo]
+        switch instrument {
+        case .swish(let msisdn?): body["msisdn"] = .string(msisdn)
+        case .creditCard(let token): body["paymentToken"] = .string(token)
+        default: break
+        }
+        return .object(body)
+    }
+}

@@ -1,0 +1,251 @@
+import KassaCore
+import Testing
+
+/// The state machine alone: hand-made upstream answers in, effects out.
+@Suite("PaymentSession state machine")
+struct PaymentSessionMachineTests {
+    static let session = "https://up.example/psp/paymentsessions/t"
+    static let complete = "https://m.example/complete"
+    static let cancel = "https://m.example/cancel"
+
+    static func op(_ rel: String, _ method: String = "POST", next: Bool? = nil, tasks: [JSONValue] = [], expects: [JSONValue] = []) -> JSONValue {
+        var o: [String: JSONValue] = ["rel": .string(rel), "method": .string(method), "href": .string(session + "/" + rel)]
+        if let next { o["next"] = .bool(next) }
+        if !tasks.isEmpty { o["tasks"] = .array(tasks) }
+        if !expects.isEmpty { o["expects"] = .array(expects) }
+        return .object(o)
+    }
+
+    static func output(_ operations: [JSONValue] = [], methods: [String: [JSONValue]] = [:], problem: JSONValue = .null) -> PaymentOutput {
+        let names = ["Swish", "CreditCard", "ApplePay", "GooglePay", "Vipps"].filter { methods[$0] != nil }
+        let doc: JSONValue = [
+            "paymentSession": [
+                "urls": ["completeUrl": .string(complete), "cancelUrl": .string(cancel), "paymentUrl": "https://m.example/pay"],
+                "methods": .array(names.map { name in
+                    ["paymentMethod": .string(name), "operations": .array(methods[name]!),
+                     "prefills": name == "Swish" ? [["rank": 1, "msisdn": "+46739000001"]] : []]
+                }),
+            ],
+            "operations": .array(operations), "problem": problem,
+        ]
+        return PaymentOutput.parse(doc)!
+    }
+
+    static let idle = output([op("abort-payment"), op("customize-payment")],
+                             methods: ["Swish": [op("expand-method")], "CreditCard": [op("expand-method")], "Vipps": []])
+
+    func calls(_ effects: [PaymentSessionMachine.Effect]) -> [String] {
+        effects.compactMap { if case .call(let c) = $0 { return c.rel } else { return nil } }
+    }
+    func pushes(_ effects: [PaymentSessionMachine.Effect]) -> [String] {
+        effects.compactMap { if case .push(let p) = $0 { return p.type } else { return nil } }
+    }
+    func lastCall(_ m: PaymentSessionMachine) -> SessionCall { m.callInFlight! }
+
+    /// A machine that has fetched and reported the instruments.
+    func fetched() -> PaymentSessionMachine {
+        var m = PaymentSessionMachine(sessionURL: Self.session)
+        _ = m.start()
+        _ = m.received(Self.output([Self.op("prepare-payment", next: true), Self.op("abort-payment")]), for: lastCall(m))
+        _ = m.received(Self.idle, for: lastCall(m))
+        return m
+    }
+
+    @Test("fetch: GET the session, prepare-payment, then PaymentSessionFetched with the instruments")
+    func fetch() throws {
+        var m = PaymentSessionMachine(sessionURL: Self.session)
+        let start = m.start()
+        #expect(start == [.call(SessionCall(rel: "view-paymentsession", method: "GET", href: Self.session))])
+        let afterGet = m.received(Self.output([Self.op("prepare-payment", next: true), Self.op("abort-payment")]), for: lastCall(m))
+        #expect(calls(afterGet) == ["prepare-payment"])
+        #expect(lastCall(m).body?["integration"]?.stringValue == "App")
+        let afterPrepare = m.received(Self.idle, for: lastCall(m))
+        #expect(pushes(afterPrepare) == ["PaymentSessionFetched"])
+        #expect(m.phase == .awaitingInstrument)
+        let types = m.availableInstruments.compactMap { $0["type"]?.stringValue }
+        #expect(types == ["Swish", "CreditCard", "NewCreditCard", "WebBased"])
+        #expect(m.availableInstruments.first?["prefills"]?.arrayValue?.first?["msisdn"]?.stringValue == "+46739000001")
+    }
+
+    @Test("Swish with an MSISDN: expand, start-payment-attempt with the msisdn, poll get-payment, complete")
+    func swishMSISDN() throws {
+        var m = fetched()
+        let attempt = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        #expect(calls(attempt) == ["expand-method"])
+        let expanded = m.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("start-payment-attempt")]]), for: lastCall(m))
+        #expect(calls(expanded) == ["start-payment-attempt"])
+        #expect(lastCall(m).body?["msisdn"]?.stringValue == "+46739000001")
+        let started = m.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("get-payment", "GET")]]), for: lastCall(m))
+        guard case .schedulePoll(let ms, let generation)? = started.last else { Issue.record("expected a poll"); return }
+        #expect(ms == 2_000)
+        let poll = m.pollDue(generation)
+        #expect(calls(poll) == ["get-payment"])
+        #expect(m.pollDue(generation).isEmpty, "no second call while one is in flight")
+        let done = m.received(Self.output([Self.op("redirect-payer", "GET", next: true).replacingHref(Self.complete)]), for: lastCall(m))
+        #expect(pushes(done) == ["PaymentSessionComplete"])
+        #expect(m.phase == .completed)
+    }
+
+    @Test("Swish local start: LaunchClientApp once, with callbackurl added")
+    func swishLocal() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.swish(msisdn: nil))).get()
+        _ = m.received(Self.output([], methods: ["Swish": [Self.op("start-payment-attempt")]]), for: lastCall(m))
+        #expect(lastCall(m).body?["msisdn"] == nil)
+        let task: JSONValue = ["rel": "launch-client-app", "method": "GET", "href": "swish://paymentrequest?token=abc"]
+        let withTask = Self.output([], methods: ["Swish": [Self.op("get-payment", "GET", tasks: [task])]])
+        let launched = m.received(withTask, for: lastCall(m))
+        #expect(pushes(launched) == ["LaunchClientApp"])
+        guard case .push(let event)? = launched.first else { return }
+        #expect(event.data["url"]?.stringValue == "swish://paymentrequest?token=abc&callbackurl=https%3A%2F%2Fm.example%2Fpay")
+        guard case .schedulePoll(_, let g)? = launched.last else { Issue.record("expected a poll"); return }
+        _ = m.pollDue(g)
+        #expect(pushes(m.received(withTask, for: lastCall(m))).isEmpty, "the same launch is not pushed twice")
+    }
+
+    @Test("a failed attempt: SessionProblemOccurred once, acknowledged, and a new attempt is allowed")
+    func failedAttempt() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.swish(msisdn: "+46739000002"))).get()
+        let problem: JSONValue = ["type": "https://api.payex.com/psp/errordetail/paymentorders/paymentattemptdeclined", "title": "Declined",
+                                  "status": 422, "operation": Self.op("acknowledge-failed-attempt")]
+        let failed = m.received(Self.output([], methods: ["Swish": []], problem: problem), for: lastCall(m))
+        #expect(pushes(failed) == ["SessionProblemOccurred"])
+        #expect(calls(failed) == ["acknowledge-failed-attempt"])
+        #expect(m.lastProblem?["type"]?.stringValue?.hasSuffix("paymentattemptdeclined") == true)
+        let acknowledged = m.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("start-payment-attempt")]]), for: lastCall(m))
+        #expect(acknowledged.isEmpty)
+        #expect(m.phase == .awaitingInstrument)
+        let again = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        #expect(calls(again) == ["start-payment-attempt"])
+    }
+
+    @Test("card with 3-D Secure: create-authentication, Show3DSecure, the client's cRes, Dismiss3DSecure")
+    func card3DS() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.creditCard(paymentToken: "tok"))).get()
+        _ = m.received(Self.output([], methods: ["CreditCard": [Self.op("start-payment-attempt")]]), for: lastCall(m))
+        #expect(lastCall(m).body?["paymentToken"]?.stringValue == "tok")
+        let create = Self.op("create-authentication", expects: [["name": "NotificationUrl", "type": "string", "value": "https://n"]])
+        let authenticating = m.received(Self.output([], methods: ["CreditCard": [create]]), for: lastCall(m))
+        #expect(calls(authenticating) == ["create-authentication"])
+        #expect(lastCall(m).body?["notificationUrl"]?.stringValue == "https://n")
+        let redirect: JSONValue = ["rel": "sca-redirect", "method": "POST", "href": "https://acs.example/challenge",
+                                   "expects": [["name": "creq", "type": "string", "value": "CREQ1"]]]
+        let challenge = Self.output([], methods: ["CreditCard": [Self.op("complete-authentication", tasks: [redirect])]])
+        let shown = m.received(challenge, for: lastCall(m))
+        #expect(pushes(shown) == ["Show3DSecure"])
+        #expect(m.phase == .threeDSecure)
+        guard case .push(let show)? = shown.first else { return }
+        #expect(show.data["form"]?["creq"]?.stringValue == "CREQ1")
+        #expect(show.data["url"]?.stringValue == "https://acs.example/challenge")
+
+        #expect(throws: Problem.self) { try m.command(.attempt(.applePay)).get() }
+        let answered = try m.command(.threeDSecureResult(cres: "CRES")).get()
+        #expect(pushes(answered) == ["Dismiss3DSecure"])
+        #expect(calls(answered) == ["complete-authentication"])
+        #expect(lastCall(m).body?["cRes"]?.stringValue == "CRES")
+        let done = m.received(Self.output([Self.op("redirect-payer", "GET", next: true).replacingHref(Self.complete)]), for: lastCall(m))
+        #expect(pushes(done) == ["PaymentSessionComplete"])
+    }
+
+    @Test("abort: abort-payment, then PaymentSessionCanceled; commands after the end are refused")
+    func abort() throws {
+        var m = fetched()
+        let aborting = try m.command(.abort).get()
+        #expect(calls(aborting) == ["abort-payment"])
+        let canceled = m.received(Self.output([Self.op("redirect-payer", "GET", next: true).replacingHref(Self.cancel)]), for: lastCall(m))
+        #expect(pushes(canceled) == ["PaymentSessionCanceled"])
+        #expect(m.phase == .canceled)
+        for command: PaymentSessionMachine.Command in [.abort, .retry, .attempt(.applePay), .fallback(restrictTo: nil)] {
+            #expect(throws: Problem.self) { try m.command(command).get() }
+        }
+    }
+
+    @Test("abort not allowed (409): SdkProblemOccurred and the session is read again")
+    func abortNotAllowed() throws {
+        var m = fetched()
+        _ = try m.command(.abort).get()
+        let effects = m.notAllowed(lastCall(m), problem: ["type": "…/operationnotallowed"])
+        #expect(pushes(effects) == ["SdkProblemOccurred"])
+        #expect(calls(effects) == ["view-paymentsession"])
+    }
+
+    @Test("an unknown end address is SdkProblemOccurred(PaymentSessionEndReached)")
+    func endReached() {
+        var m = fetched()
+        _ = try? m.command(.abort).get()
+        let effects = m.received(Self.output([Self.op("redirect-payer", "GET", next: true).replacingHref("https://elsewhere")]), for: lastCall(m))
+        #expect(pushes(effects) == ["SdkProblemOccurred"])
+        #expect(m.phase == .ended)
+        #expect(m.lastProblem?["type"]?.stringValue == "PaymentSessionEndReached")
+    }
+
+    @Test("request failed after retries: SdkProblemOccurred retryable; retry re-reads the session")
+    func failedAndRetry() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.swish(msisdn: nil))).get()
+        #expect(throws: Problem.self) { try m.command(.retry).get() }
+        let failed = m.failed(lastCall(m), reason: "upstream timed out")
+        #expect(pushes(failed) == ["SdkProblemOccurred"])
+        guard case .push(let event)? = failed.first else { return }
+        #expect(event.data["retryable"] == true)
+        #expect(m.phase == .failed)
+        let retried = try m.command(.retry).get()
+        #expect(calls(retried) == ["view-paymentsession"], "a POST is not repeated blindly: the session is read instead")
+    }
+
+    @Test("payment menu fallback: customize-payment with the restriction, then ShowPaymentMenu and polling")
+    func fallback() throws {
+        var m = fetched()
+        let customizing = try m.command(.fallback(restrictTo: ["Vipps"])).get()
+        #expect(calls(customizing) == ["customize-payment"])
+        #expect(lastCall(m).body?["restrictToPaymentMethods"] == ["Vipps"])
+        let shown = m.received(Self.output([Self.op("abort-payment"), Self.op("view-payment", "GET")], methods: ["Vipps": []]), for: lastCall(m))
+        #expect(pushes(shown) == ["ShowPaymentMenu"])
+        guard case .schedulePoll? = shown.last else { Issue.record("the menu is watched by polling"); return }
+        #expect(m.phase == .paymentMenu)
+    }
+
+    @Test("new card goes through the payment menu; an instrument the session lacks is refused")
+    func newCardAndUnavailable() throws {
+        var m = fetched()
+        #expect(throws: Problem.self) { try m.command(.attempt(.googlePay)).get() }
+        #expect(m.phase == .awaitingInstrument, "a refused command changes nothing")
+        let effects = try m.command(.attempt(.newCreditCard(enabledPaymentDetailsConsentCheckbox: false))).get()
+        #expect(calls(effects) == ["customize-payment"])
+        #expect(lastCall(m).body?["hideStoredPaymentOptions"] == true)
+        #expect(lastCall(m).body?["showConsentAffirmation"] == false)
+    }
+
+    @Test("an upstream input error ends the attempt with SessionProblemOccurred")
+    func rejected() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        let effects = m.rejected(lastCall(m), problem: ["type": "…/inputerror", "status": 400])
+        #expect(pushes(effects) == ["SessionProblemOccurred"])
+        #expect(m.phase == .awaitingInstrument)
+        #expect(throws: Never.self) { try m.command(.attempt(.swish(msisdn: nil))).get() }
+    }
+
+    @Test("instruments from the wire: valid shapes parse, bad MSISDNs and types are named")
+    func instruments() throws {
+        #expect(try Instrument.parse(["type": "Swish"]).get() == .swish(msisdn: nil))
+        #expect(try Instrument.parse(["type": "Swish", "msisdn": "+46739000001"]).get() == .swish(msisdn: "+46739000001"))
+        #expect(try Instrument.parse(["type": "NewCreditCard", "enabledPaymentDetailsConsentCheckbox": false]).get()
+                == .newCreditCard(enabledPaymentDetailsConsentCheckbox: false))
+        for bad: JSONValue in [["type": "Swish", "msisdn": "+46 739"], ["type": "Swish", "msisdn": "0739000001"],
+                               ["type": "Bitcoin"], ["type": "CreditCard"], "Swish"] {
+            guard case .failure(let problem) = Instrument.parse(bad) else { Issue.record("\(bad) accepted"); continue }
+            #expect(problem.status == 400)
+        }
+    }
+}
+
+extension JSONValue {
+    func replacingHref(_ href: String) -> JSONValue {
+        guard case .object(var o) = self else { return self }
+        o["href"] = .string(href)
+        return .object(o)
+    }
+}
