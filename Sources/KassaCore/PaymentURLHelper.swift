@@ -142,6 +142,11 @@ public enum PaymentURLHelper {
         return location
     }
 
+    /// An id Kassa made: hex digits only, so it is safe in paths and queries.
+    public static func isSafeID(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
     static func isAlpha(_ b: UInt8) -> Bool { (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) }
     static func isAlnum(_ b: UInt8) -> Bool { isAlpha(b) || (0x30...0x39).contains(b) }
 }

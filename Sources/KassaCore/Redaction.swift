@@ -43,7 +43,7 @@ public enum Redaction {
         case .array(let array):
             return .array(array.map(redact))
         case .string(let s):
-            return .string(redactURLQuery(s))
+            return .string(redactTokens(redactURLQuery(s)))
         default:
             return value
         }
@@ -71,6 +71,23 @@ public enum Redaction {
             rest = rest[valueEnd...]
         }
         return result + rest
+    }
+
+    /// Runs of 40 or more hex digits are tokens (Swedbank Pay session tokens
+    /// sit in URL paths, client tokens are 48): only their last 6 digits stay.
+    /// Kassa's own ids are 32 digits and stay searchable.
+    public static func redactTokens(_ s: String) -> String {
+        var out = ""
+        var run = ""
+        func flush() {
+            out += run.count >= 40 ? "…" + run.suffix(6) : run
+            run = ""
+        }
+        for c in s {
+            if c.isHexDigit && c.isASCII { run.append(c) } else { flush(); out.append(c) }
+        }
+        flush()
+        return out
     }
 
     /// Header values that are credentials.

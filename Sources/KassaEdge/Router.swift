@@ -21,7 +21,7 @@ public struct PathPattern: Sendable, CustomStringConvertible {
 
     /// The parameters when `path` matches, else nil. A trailing slash matters
     /// only where the pattern has one (the Merchant API root is `/swedbank-pay-mobile/`).
-    func match(_ path: String) -> [String: String]? {
+    public func match(_ path: String) -> [String: String]? {
         guard path.hasSuffix("/") == description.hasSuffix("/") || path == "/" else { return nil }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         guard parts.count == segments.count else { return nil }

@@ -33,7 +33,7 @@ extension Gateway {
     }
 
     func callUpstream(_ call: UpstreamCall) async -> Result<UpstreamResponse, UpstreamError> {
-        let path = URLComponents(string: call.url)?.path ?? call.url
+        let path = Redaction.redactTokens(URLComponents(string: call.url)?.path ?? call.url)
         var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
         var bodyBytes: [UInt8]?
         if let body = call.body {
@@ -69,9 +69,9 @@ extension Gateway {
         case .failure(let error):
             store.eventLog.append(LogEvent(
                 atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
-                summary: "\(call.method) \(path) failed: \(error)", durationMs: ms, traceID: call.traceID,
+                summary: "\(call.method) \(path) failed: \(Redaction.redactTokens(error.description))", durationMs: ms, traceID: call.traceID,
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
-                       "error": .string(error.description)]))
+                       "error": .string(Redaction.redactTokens(error.description))]))
         }
         return result
     }

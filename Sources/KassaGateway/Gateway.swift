@@ -15,6 +15,8 @@ public final class Gateway: EdgeHandler {
     let logger: Logger
     let router: Router<Gateway>
     private let edgeReference = Mutex<EdgeServer?>(nil)
+    let sessions = SessionRegistry()
+    let idempotencyInFlight = Mutex<Set<String>>([])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
 
     public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) {
@@ -70,16 +72,6 @@ public final class Gateway: EdgeHandler {
     }
 
     public static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
-
-    // MARK: WebSocket (the session stream arrives with the PaymentSession work)
-
-    public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
-        .problem(.notFound("no WebSocket route for \(upgrade.path)"))
-    }
-
-    public func webSocketOpened(_ upgrade: WebSocketUpgrade) {}
-    public func webSocketReceived(_ connectionID: UInt64, text: String) {}
-    public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {}
 
     // MARK: Operations
 

@@ -1,3 +1,5 @@
+import KassaCore
+
 /// What the gateway needs to know beyond the edge's limits.
 public struct GatewayConfiguration: Sendable {
     /// Merchant API keys; a request must carry one of them.
@@ -21,12 +23,19 @@ public struct GatewayConfiguration: Sendable {
     /// The gateway's public `https://host` for payment urls; empty: taken from each request's Host header.
     public var publicBaseURL: String
 
+    /// How a session retries upstream calls, and its deadline for one call.
+    public var sessionRetry: RetryPolicy
+    /// Milliseconds between get-payment polls (the SDKs use 2 000).
+    public var sessionPollIntervalMs: Int
+
     public static let defaultTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
 
     public init(apiKeys: [String], adminToken: String, upstreamURL: String, upstreamToken: String,
                 allowedUpstreamHosts: [String] = [], upstreamTimeoutMs: Int = 10_000, payeeID: String? = nil,
                 appleAppIDs: [String] = [], iosTrampolineURL: String = GatewayConfiguration.defaultTrampolineURL,
-                publicBaseURL: String = "") {
+                publicBaseURL: String = "", sessionRetry: RetryPolicy = RetryPolicy(), sessionPollIntervalMs: Int = 2_000) {
+        self.sessionRetry = sessionRetry
+        self.sessionPollIntervalMs = sessionPollIntervalMs
         self.payeeID = payeeID
         self.appleAppIDs = appleAppIDs
         self.iosTrampolineURL = iosTrampolineURL

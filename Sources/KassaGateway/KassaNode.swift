@@ -43,6 +43,7 @@ public final class KassaNode: Sendable {
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
         self.logger = logger
         gateway.attach(edge)
+        gateway.recoverSessions()
         do {
             try edge.start()
         } catch {

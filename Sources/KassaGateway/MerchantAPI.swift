@@ -79,13 +79,31 @@ extension Gateway {
     }
 
     func merchantPaymentOrders(_ context: RequestContext) async -> HTTPResponse {
-        var input: JSONInput
+        let input: JSONInput
         switch authorizedInput(context) {
         case .success(let parsed): input = parsed
         case .failure(let refusal): return refusal.response
         }
+        switch await createPaymentOrder(input, traceID: context.requestID) {
+        case .failure(let refusal): return refusal.response
+        case .success(let created): return created.response
+        }
+    }
+
+    /// A payment order Kassa created upstream and stored.
+    struct CreatedPaymentOrder {
+        var response: HTTPResponse
+        var document: JSONValue
+        var payeeReference: String
+        var paymentOrderID: String
+    }
+
+    /// Validates a `{"paymentorder": {…}}` document, gives it Kassa's payee
+    /// reference, creates it upstream and stores it (seed 000).
+    func createPaymentOrder(_ input: JSONInput, traceID: String) async -> Result<CreatedPaymentOrder, Refusal> {
+        var input = input
         guard var order = input.object("paymentorder") else {
-            return MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)
+            return .failure(Refusal(response: MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)))
         }
         _ = input.string("paymentorder.operation", required: false)
         _ = input.string("paymentorder.currency")
@@ -99,7 +117,7 @@ extension Gateway {
         _ = input.strings("paymentorder.urls.hostUrls")
         _ = input.string("paymentorder.urls.completeUrl")
         _ = input.object("paymentorder.payeeInfo", required: false)
-        if let first = input.problems.first { return MerchantProblem.badRequest(first.field, first.description) }
+        if let first = input.problems.first { return .failure(Refusal(response: MerchantProblem.badRequest(first.field, first.description))) }
 
         // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000).
         let payeeReference = "K" + Secrets.randomHex(bytes: 14)
@@ -112,9 +130,8 @@ extension Gateway {
         body["paymentorder"] = .object(order)
 
         let result = await callUpstream(UpstreamCall(operation: "create-paymentorder", method: "POST",
-                                                     url: upstreamURL("/psp/paymentorders"), body: .object(body),
-                                                     traceID: context.requestID))
-        var recorded: (id: String, setInstrument: String?)?
+                                                     url: upstreamURL("/psp/paymentorders"), body: .object(body), traceID: traceID))
+        var recorded: (id: String, setInstrument: String?, document: JSONValue)?
         var response = forward(result) { document in
             guard Self.operation(document, rel: "view-paymentorder") != nil else {
                 return "the Swedbank Pay answer holds no view-paymentorder operation"
@@ -122,24 +139,25 @@ extension Gateway {
             guard let id = document["paymentorder"]?["id"]?.stringValue else {
                 return "the Swedbank Pay answer holds no paymentorder.id"
             }
-            recorded = (id, Self.operation(document, rel: "update-paymentorder-setinstrument")?["href"]?.stringValue)
+            recorded = (id, Self.operation(document, rel: "update-paymentorder-setinstrument")?["href"]?.stringValue, document)
             return nil
         }
-        guard let recorded, (200..<300).contains(response.status) else { return response }
+        guard let recorded, (200..<300).contains(response.status) else { return .failure(Refusal(response: response)) }
         do {
             try store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
                                          setInstrumentHref: recorded.setInstrument, atMs: Self.nowMs())
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
-            return .problem(.internalError("the payment order was created upstream but could not be stored"))
+            return .failure(Refusal(response: .problem(.internalError("the payment order was created upstream but could not be stored"))))
         }
         store.eventLog.append(LogEvent(atMs: Self.nowMs(), kind: "paymentorder.created", summary: "payment order \(recorded.id)",
-                                       traceID: context.requestID,
+                                       traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))
         if recorded.setInstrument != nil {
             response = Self.addMobileSDK(response, payeeReference: payeeReference)
         }
-        return response
+        return .success(CreatedPaymentOrder(response: response, document: recorded.document, payeeReference: payeeReference,
+                                            paymentOrderID: recorded.id))
     }
 
     func merchantSetInstrument(_ context: RequestContext) async -> HTTPResponse {

@@ -12,6 +12,16 @@ extension Gateway {
         Route(.GET, "/swedbank-pay-mobile/sdk-callback/ios-universal-link", "merchant.ios-universal-link") { g, c in await g.merchantIOSUniversalLink(c) },
         Route(.GET, "/.well-known/apple-app-site-association", "apple-app-site-association") { g, c in await g.appleAppSiteAssociation(c) },
 
+        // Sessions API (Kassa's own, versioned)
+        Route(.POST, "/v1/sessions", "sessions.create") { g, c in await g.createSession(c) },
+        Route(.GET, "/v1/sessions/{id}", "sessions.get") { g, c in await g.getSession(c) },
+        Route(.POST, "/v1/sessions/{id}/attempts", "sessions.attempt") { g, c in await g.sessionCommand(c, type: "attempt") },
+        Route(.POST, "/v1/sessions/{id}/abort", "sessions.abort") { g, c in await g.sessionCommand(c, type: "abort") },
+        Route(.POST, "/v1/sessions/{id}/retry", "sessions.retry") { g, c in await g.sessionCommand(c, type: "retry") },
+        Route(.POST, "/v1/sessions/{id}/fallback", "sessions.fallback") { g, c in await g.sessionCommand(c, type: "fallback") },
+        Route(.POST, "/v1/sessions/{id}/3ds", "sessions.3ds") { g, c in await g.sessionCommand(c, type: "3ds") },
+        // The WebSocket GET /v1/sessions/{id}/stream is accepted in Gateway+Stream.swift (an upgrade, not a route).
+
         // Operations
         Route(.GET, "/healthz", "health") { g, c in await g.healthz(c) },
         Route(.GET, "/readyz", "ready") { g, c in await g.readyz(c) },

@@ -3,7 +3,7 @@ import GRDB
 /// The schema, one versioned step at a time. Steps are never edited once
 /// released; a change is a new step.
 enum Migrations {
-    static let names = ["v1-events", "v2-payment-orders"]
+    static let names = ["v1-events", "v2-payment-orders", "v3-sessions"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -36,6 +36,31 @@ enum Migrations {
                     created_at_ms INTEGER NOT NULL
                 );
                 CREATE INDEX payment_orders_by_id ON payment_orders(payment_order_id);
+                """)
+        }
+        migrator.registerMigration("v3-sessions") { db in
+            try db.execute(sql: """
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY,
+                    client_token_sha256 TEXT NOT NULL,
+                    view_href TEXT NOT NULL,
+                    payee_reference TEXT,
+                    payment_order_id TEXT,
+                    phase TEXT NOT NULL,
+                    created_at_ms INTEGER NOT NULL,
+                    updated_at_ms INTEGER NOT NULL
+                );
+                CREATE INDEX sessions_by_phase ON sessions(phase);
+                CREATE INDEX sessions_by_payee_reference ON sessions(payee_reference);
+                CREATE TABLE idempotency (
+                    scope TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    status INTEGER NOT NULL,
+                    content_type TEXT NOT NULL,
+                    body BLOB NOT NULL,
+                    created_at_ms INTEGER NOT NULL,
+                    PRIMARY KEY (scope, key)
+                );
                 """)
         }
         return migrator

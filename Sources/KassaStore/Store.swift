@@ -67,7 +67,7 @@ public final class Store: Sendable {
         await eventLog.close()
     }
 
-    static func reason(_ error: Error) -> String {
+    public static func reason(_ error: Error) -> String {
         if let e = error as? DatabaseError {
             switch e.resultCode {
             case .SQLITE_NOTADB, .SQLITE_CORRUPT: return "the file is not a Kassa database or is corrupt"

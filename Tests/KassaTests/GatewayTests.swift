@@ -14,26 +14,30 @@ struct TestNode {
     let dir: TempDirectory
     let logs: LogSink
     var base: String { "http://127.0.0.1:\(node.port)" }
+    var sessions: SessionClient { SessionClient(base: base, port: node.port) }
 
     var simulator: Simulator { node.simulator! }
 
     /// With no `upstreamURL` the node runs its embedded simulator.
-    init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
-        dir = TempDirectory()
+    init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, directory: TempDirectory? = nil,
+         configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+        dir = directory ?? TempDirectory()
         logs = LogSink(capturing: true)
         let sink = logs
         let logger = Logger(label: "kassa") { label in JSONLogHandler(label: label, level: .debug, sink: sink) }
         var gateway = GatewayConfiguration(apiKeys: ["test-key", "second-key"], adminToken: "test-admin",
                                            upstreamURL: upstreamURL, upstreamToken: upstreamURL.isEmpty ? "" : "upstream-secret",
-                                           upstreamTimeoutMs: upstreamTimeoutMs, appleAppIDs: ["TEAMID.com.example.app"])
+                                           upstreamTimeoutMs: upstreamTimeoutMs, appleAppIDs: ["TEAMID.com.example.app"],
+                                           sessionRetry: RetryPolicy(baseDelayMs: 20, maxDelayMs: 100, deadlineMs: 600),
+                                           sessionPollIntervalMs: 100)
         configure(&gateway)
         node = try KassaNode(edge: EdgeConfiguration(host: "127.0.0.1", port: 0), gateway: gateway,
                              databasePath: dir.file("kassa.sqlite"), logger: logger)
     }
 
-    func stop() async {
+    func stop(keepDirectory: Bool = false) async {
         await node.stop()
-        dir.cleanup()
+        if !keepDirectory { dir.cleanup() }
     }
 }
 

@@ -95,10 +95,12 @@ public struct PaymentSessionMachine: Sendable {
         self.pollIntervalMs = pollIntervalMs
     }
 
-    /// A machine picking up a session after a restart: it re-reads the session
-    /// upstream and does not announce what the client was already told.
-    public init(recovering sessionURL: String, fetchedReported: Bool, pollIntervalMs: Int = 2_000) {
+    /// A machine picking up a stored session: an ended one stays ended; an
+    /// unfinished one re-reads the session upstream on `start()` and does not
+    /// announce again what the client was already told.
+    public init(restoring sessionURL: String, phase: Phase, fetchedReported: Bool, pollIntervalMs: Int = 2_000) {
         self.init(sessionURL: sessionURL, pollIntervalMs: pollIntervalMs)
+        self.phase = phase.isTerminal ? phase : .starting
         self.fetchedReported = fetchedReported
     }
 
@@ -163,10 +165,12 @@ public struct PaymentSessionMachine: Sendable {
         }
         switch command {
         case .attempt(let instrument):
-            guard phase == .awaitingInstrument, self.instrument == nil, menu == nil else {
+            // A restored session may take the attempt while it re-reads the session upstream.
+            let resuming = phase == .starting && fetchedReported
+            guard phase == .awaitingInstrument || resuming, self.instrument == nil, menu == nil else {
                 return .failure(Self.notAllowed("an attempt can start only when the session awaits an instrument (now \(phase.rawValue))"))
             }
-            guard output?.method(instrument.paymentMethod) != nil else {
+            guard resuming || output?.method(instrument.paymentMethod) != nil else {
                 return .failure(.kassa("instrument-not-available", "Instrument Not Available", 422,
                                        detail: "\(instrument.paymentMethod) is not offered by this session"))
             }

@@ -1,0 +1,68 @@
+import Foundation
+import KassaCore
+import KassaUpstream
+
+extension Gateway {
+    static let operationNotAllowed = "https://api.payex.com/psp/errordetail/paymentsessions/operationnotallowed"
+
+    /// One upstream call for a session, retried by the retry policy when that
+    /// is safe: reads always, writes only when no connection was ever made.
+    func performSessionCall(_ call: SessionCall, sessionID: String) async -> SessionCallOutcome {
+        guard isAllowedUpstream(call.href) else {
+            return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
+        }
+        let clock = ContinuousClock()
+        let started = clock.now
+        var retry = 0
+        while true {
+            let result = await callUpstream(UpstreamCall(operation: call.rel, method: call.method, url: call.href, body: call.body,
+                                                         traceID: sessionID, sessionID: sessionID))
+            let reason: String
+            var neverSent = false
+            switch result {
+            case .success(let response):
+                let document = try? JSONValue.parse(response.body)
+                if (200..<300).contains(response.status) {
+                    if let document, let output = PaymentOutput.parse(document) { return .output(output) }
+                    reason = "Swedbank Pay answered \(call.rel) with a body that is not a payment session"
+                } else if response.status == 409, document?["type"]?.stringValue == Self.operationNotAllowed {
+                    return .notAllowed(document ?? .null)
+                } else if (400..<500).contains(response.status) {
+                    if let document, document["type"]?.stringValue != nil { return .rejected(document) }
+                    return .rejected(["type": "PaymentSessionAPIRequestFailed", "status": .number(Double(response.status)),
+                                      "detail": .string("Swedbank Pay refused \(call.rel) with \(response.status)")])
+                } else {
+                    reason = "Swedbank Pay answered \(call.rel) with \(response.status)"
+                }
+            case .failure(let error):
+                if case .connectFailed = error { neverSent = true }
+                reason = "\(call.rel): \(error)"
+            }
+            let elapsed = started.duration(to: clock.now)
+            let elapsedMs = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
+            guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
+                  let delay = configuration.sessionRetry.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
+            else {
+                store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
+                                               summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"),
+                                               data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
+                                                      "reason": .string(Redaction.redactTokens(reason))]))
+                return .failed(reason)
+            }
+            retry += 1
+            store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
+                                           summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"),
+                                           data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
+            try? await Task.sleep(for: .milliseconds(delay))
+        }
+    }
+
+    func sessionPhaseChanged(id: String, phase: PaymentSessionMachine.Phase) {
+        let store = self.store
+        Task { try? await store.updateSessionPhase(id: id, phase: phase.rawValue, atMs: Self.nowMs()) }
+    }
+
+    static func iso8601(ms: Int64) -> String {
+        Date(timeIntervalSince1970: Double(ms) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import KassaCore
+import KassaStore
+
+/// One pushed event with its place in the session's stream.
+struct SequencedPush: Sendable {
+    var seq: Int64
+    var type: String
+    var atMs: Int64
+    var data: JSONValue
+
+    func frame(session: String) -> JSONValue {
+        ["seq": .number(Double(seq)), "session": .string(session), "type": .string(type),
+         "at": .string(Gateway.iso8601(ms: atMs)), "data": data]
+    }
+}
+
+/// What happened to an upstream call, as the session machine needs to know it.
+enum SessionCallOutcome: Sendable {
+    case output(PaymentOutput)
+    case notAllowed(JSONValue)
+    case rejected(JSONValue)
+    case failed(String)
+}
+
+/// Runs one PaymentSession: feeds the machine, performs its effects, numbers
+/// and stores its pushes, and sends them to the session's subscribers only
+/// once they are committed, so a client never holds an event a crash could lose.
+actor SessionActor {
+    let id: String
+    let clientTokenSHA256: String
+    private unowned let gateway: Gateway
+    private var machine: PaymentSessionMachine
+    private var pushes: [SequencedPush] = []
+    private var seq: Int64
+    private var sentUpTo: Int64
+    private var subscribers: Set<UInt64> = []
+    private var lastPhase: PaymentSessionMachine.Phase
+    /// Restored sessions that had already ended are never started again.
+    nonisolated let initialPhaseIsTerminal: Bool
+
+    init(id: String, clientTokenSHA256: String, machine: PaymentSessionMachine, history: [SequencedPush], gateway: Gateway) {
+        self.id = id
+        self.clientTokenSHA256 = clientTokenSHA256
+        self.machine = machine
+        self.gateway = gateway
+        self.pushes = history
+        self.seq = history.last?.seq ?? 0
+        self.sentUpTo = seq
+        self.lastPhase = machine.phase
+        self.initialPhaseIsTerminal = machine.phase.isTerminal
+    }
+
+    var phase: PaymentSessionMachine.Phase { machine.phase }
+
+    func start() async {
+        await run(machine.start())
+    }
+
+    /// A client command; the problem says why it was refused.
+    func command(_ command: PaymentSessionMachine.Command, source: String) async -> Problem? {
+        gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "client.command",
+                                               summary: "\(source): \(Self.name(command))", data: ["command": .string(Self.name(command))]))
+        switch machine.command(command) {
+        case .success(let effects):
+            await run(effects)
+            return nil
+        case .failure(let problem):
+            gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "problem", level: .warning,
+                                                   summary: "command refused: \(problem.detail ?? problem.title)",
+                                                   data: ["problem": problem.json]))
+            return problem
+        }
+    }
+
+    static func name(_ command: PaymentSessionMachine.Command) -> String {
+        switch command {
+        case .attempt(let i): return "attempt \(i.paymentMethod)"
+        case .abort: return "abort"
+        case .retry: return "retry"
+        case .fallback: return "fallback"
+        case .threeDSecureResult: return "3ds"
+        }
+    }
+
+    /// Registers a subscriber and sends it the frames it missed after `since`.
+    /// Later pushes reach it live; between the two there is no gap and no repeat.
+    /// The missed frames are queued for the connection here, inside the actor,
+    /// so no live push can overtake them.
+    func subscribe(_ connection: UInt64, since: Int64) {
+        subscribers.insert(connection)
+        guard let edge = gateway.edge else { return }
+        for push in pushes where push.seq > since && push.seq <= sentUpTo {
+            edge.send(connection, json: push.frame(session: id))
+        }
+    }
+
+    func unsubscribe(_ connection: UInt64) { subscribers.remove(connection) }
+
+    func snapshot() -> JSONValue {
+        ["id": .string(id), "state": .string(machine.phase.rawValue), "seq": .number(Double(sentUpTo)),
+         "availableInstruments": .array(machine.availableInstruments), "lastProblem": machine.lastProblem ?? .null]
+    }
+
+    // MARK: Effects
+
+    private func run(_ effects: [PaymentSessionMachine.Effect]) async {
+        var fresh = false
+        for effect in effects {
+            switch effect {
+            case .push(let event):
+                seq += 1
+                let push = SequencedPush(seq: seq, type: event.type, atMs: Gateway.nowMs(), data: event.data)
+                pushes.append(push)
+                gateway.store.eventLog.append(LogEvent(atMs: push.atMs, sessionID: id, seq: push.seq, kind: "push.sent",
+                                                       level: event.type.hasSuffix("ProblemOccurred") ? .warning : .info,
+                                                       summary: event.type, data: Redaction.redact(event.data)))
+                fresh = true
+            case .call(let call):
+                Task { [gateway, id] in
+                    let outcome = await gateway.performSessionCall(call, sessionID: id)
+                    await self.deliver(outcome, for: call)
+                }
+            case .schedulePoll(let afterMs, let generation):
+                Task {
+                    try? await Task.sleep(for: .milliseconds(afterMs))
+                    await self.poll(generation)
+                }
+            }
+        }
+        await recordPhase()
+        if fresh { await sendCommitted() }
+    }
+
+    private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall) async {
+        switch outcome {
+        case .output(let output): await run(machine.received(output, for: call))
+        case .notAllowed(let problem): await run(machine.notAllowed(call, problem: problem))
+        case .rejected(let problem): await run(machine.rejected(call, problem: problem))
+        case .failed(let reason): await run(machine.failed(call, reason: reason))
+        }
+    }
+
+    private func poll(_ generation: Int) async {
+        await run(machine.pollDue(generation))
+    }
+
+    private func recordPhase() async {
+        let phase = machine.phase
+        guard phase != lastPhase else { return }
+        let from = lastPhase
+        lastPhase = phase
+        gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "state.transition",
+                                               summary: "\(from.rawValue) → \(phase.rawValue)",
+                                               data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))
+        gateway.sessionPhaseChanged(id: id, phase: phase)
+    }
+
+    /// Waits until every push so far is committed, then sends those not yet sent, in order.
+    private func sendCommitted() async {
+        let target = seq
+        await gateway.store.eventLog.flush()
+        guard target > sentUpTo else { return }
+        let ready = pushes.filter { $0.seq > sentUpTo && $0.seq <= target }
+        sentUpTo = target
+        guard let edge = gateway.edge else { return }
+        for push in ready {
+            let frame = push.frame(session: id)
+            for connection in subscribers { edge.send(connection, json: frame) }
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import GRDB
+import KassaCore
+
+extension Store {
+    /// A PaymentSession as stored: enough to find it, check its client, and
+    /// pick it up after a restart (its pushed events are in `events`).
+    public struct SessionRecord: Sendable, Equatable {
+        public var id: String
+        public var clientTokenSHA256: String
+        public var viewHref: String
+        public var payeeReference: String?
+        public var paymentOrderID: String?
+        public var phase: String
+        public var createdAtMs: Int64
+        public var updatedAtMs: Int64
+
+        public init(id: String, clientTokenSHA256: String, viewHref: String, payeeReference: String?, paymentOrderID: String?,
+                    phase: String, createdAtMs: Int64, updatedAtMs: Int64) {
+            self.id = id
+            self.clientTokenSHA256 = clientTokenSHA256
+            self.viewHref = viewHref
+            self.payeeReference = payeeReference
+            self.paymentOrderID = paymentOrderID
+            self.phase = phase
+            self.createdAtMs = createdAtMs
+            self.updatedAtMs = updatedAtMs
+        }
+
+        init(row: Row) {
+            self.init(id: row["id"], clientTokenSHA256: row["client_token_sha256"], viewHref: row["view_href"],
+                      payeeReference: row["payee_reference"], paymentOrderID: row["payment_order_id"], phase: row["phase"],
+                      createdAtMs: row["created_at_ms"], updatedAtMs: row["updated_at_ms"])
+        }
+    }
+
+    public func insertSession(_ s: SessionRecord) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs, s.updatedAtMs])
+        }
+    }
+
+    public func updateSessionPhase(id: String, phase: String, atMs: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?", arguments: [phase, atMs, id])
+        }
+    }
+
+    public func session(id: String) throws -> SessionRecord? {
+        try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE id = ?", arguments: [id]).map(SessionRecord.init(row:)) }
+    }
+
+    /// Sessions not yet ended, oldest first: what a restart picks up.
+    public func unfinishedSessions(terminalPhases: [String]) throws -> [SessionRecord] {
+        try pool.read { db in
+            let marks = terminalPhases.map { _ in "?" }.joined(separator: ",")
+            return try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE phase NOT IN (\(marks)) ORDER BY created_at_ms",
+                                    arguments: StatementArguments(terminalPhases)).map(SessionRecord.init(row:))
+        }
+    }
+
+    /// The highest committed push sequence number of a session.
+    public func lastSeq(sessionID: String) throws -> Int64 {
+        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM events WHERE session_id = ?", arguments: [sessionID]) ?? 0 }
+    }
+
+    // MARK: Idempotency
+
+    public struct StoredAnswer: Sendable, Equatable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+
+        public init(status: Int, contentType: String, body: [UInt8]) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+        }
+    }
+
+    public func idempotentAnswer(scope: String, key: String) throws -> StoredAnswer? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT status, content_type, body FROM idempotency WHERE scope = ? AND key = ?", arguments: [scope, key]).map {
+                StoredAnswer(status: $0["status"], contentType: $0["content_type"], body: [UInt8](($0["body"] as Data?) ?? Data()))
+            }
+        }
+    }
+
+    /// Keeps the first answer for a key; a later one for the same key is ignored.
+    public func rememberAnswer(scope: String, key: String, _ answer: StoredAnswer, atMs: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO idempotency(scope, key, status, content_type, body, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [scope, key, answer.status, answer.contentType, Data(answer.body), atMs])
+        }
+    }
+}

@@ -1,0 +1,387 @@
+import Foundation
+import KassaCore
+@testable import KassaGateway
+import KassaSimulator
+import KassaUpstream
+import Testing
+
+/// PaymentSessions end to end: the real gateway, real WebSockets, real curl to
+/// the simulator, a real SQLite file.
+@Suite("Sessions API and stream")
+struct SessionsTests {
+    @Test("Swish with an MSISDN over the WebSocket: Fetched, ack, Complete, gap-free seq")
+    func swishOverWebSocket() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let session = try await c.create()
+        #expect(session.token.count == 48, "192-bit client token")
+        let stream = try await c.stream(session)
+        let fetched = try await stream.event("PaymentSessionFetched")
+        let instruments = fetched["data"]?["availableInstruments"]?.arrayValue?.compactMap { $0["type"]?.stringValue }
+        #expect(instruments == ["Swish", "CreditCard", "NewCreditCard", "ApplePay", "GooglePay", "WebBased"])
+        #expect(fetched["session"]?.stringValue == session.id)
+        try await stream.send(["id": "c1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        #expect(try await stream.ack("c1")["ok"] == true)
+        _ = try await stream.event("PaymentSessionComplete")
+        #expect(stream.seqs == Array(1...stream.seqs.count))
+        let snapshot = try JSONValue.parse(try await c.snapshot(session).body)
+        #expect(snapshot["state"]?.stringValue == "completed")
+        #expect(snapshot["seq"]?.intValue == stream.seqs.last)
+        await t.stop()
+    }
+
+    @Test("Swish local start pushes LaunchClientApp with the swish:// URL of seed 004")
+    func swishLocalStart() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session, tokenInQuery: true)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "a", "type": "attempt", "instrument": ["type": "Swish"]])
+        let launch = try await stream.event("LaunchClientApp")
+        let url = try #require(launch["data"]?["url"]?.stringValue)
+        #expect(url.hasPrefix("swish://paymentrequest?token="))
+        #expect(url.contains("&callbackurl=https%3A%2F%2Fshop.example%2Fpay"))
+        _ = try await stream.event("PaymentSessionComplete")
+        await t.stop()
+    }
+
+    @Test("a declined attempt is SessionProblemOccurred; a new attempt then completes")
+    func declinedThenNewAttempt() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000002"]])
+        let problem = try await stream.event("SessionProblemOccurred")
+        #expect(problem["data"]?["problem"]?["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/paymentattemptdeclined")
+        // The acknowledgement upstream happens before the session accepts a new attempt.
+        var accepted = false
+        for i in 0..<50 where !accepted {
+            try await stream.send(["id": .string("retry\(i)"), "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+            accepted = try await stream.ack("retry\(i)")["ok"] == true
+            if !accepted { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(accepted)
+        _ = try await stream.event("PaymentSessionComplete")
+        await t.stop()
+    }
+
+    @Test("card with 3-D Secure: Show3DSecure, the client's cRes, Dismiss3DSecure, Complete")
+    func card3DSecure() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
+        let show = try await stream.event("Show3DSecure")
+        #expect(show["data"]?["form"]?["creq"]?.stringValue?.hasPrefix("sim-creq-") == true)
+        try await stream.send(["id": "2", "type": "3ds", "cres": "ok"])
+        _ = try await stream.event("Dismiss3DSecure")
+        _ = try await stream.event("PaymentSessionComplete")
+        #expect(stream.types == ["PaymentSessionFetched", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"])
+        await t.stop()
+    }
+
+    @Test("HTTP commands: attempt, then abort is refused after the end; abort before it cancels")
+    func httpCommands() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let first = try await c.create()
+        let stream = try await c.stream(first)
+        _ = try await stream.event("PaymentSessionFetched")
+        let attempt = try await c.command(first, "attempts", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
+        #expect(attempt.status == 202)
+        _ = try await stream.event("PaymentSessionComplete")
+        let late = try await c.command(first, "abort")
+        #expect(late.status == 409)
+        #expect(try JSONValue.parse(late.body)["type"]?.stringValue == "urn:kassa:problem:command-not-allowed")
+
+        let second = try await c.create()
+        let secondStream = try await c.stream(second)
+        _ = try await secondStream.event("PaymentSessionFetched")
+        #expect(try await c.command(second, "abort").status == 202)
+        _ = try await secondStream.event("PaymentSessionCanceled")
+        let ended = try await c.command(second, "attempts", ["instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        #expect(ended.status == 409, "the session has ended: no attempt")
+        await t.stop()
+    }
+
+    @Test("illegal commands and bad instruments get a problem and change nothing")
+    func illegalCommands() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let session = try await c.create()
+        let stream = try await c.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        let badMSISDN = try await c.command(session, "attempts", ["instrument": ["type": "Swish", "msisdn": "+46 73 900"]])
+        #expect(badMSISDN.status == 400)
+        #expect(try JSONValue.parse(badMSISDN.body)["parameter"]?.stringValue == "instrument.msisdn")
+        #expect(try await c.command(session, "retry").status == 409)
+        #expect(try await c.command(session, "3ds", ["cres": "x"]).status == 409)
+        let snapshot = try JSONValue.parse(try await c.snapshot(session).body)
+        #expect(snapshot["state"]?.stringValue == "awaitingInstrument")
+        await t.stop()
+    }
+
+    @Test("tokens: none, wrong, or another session's are refused on HTTP and on the stream")
+    func tokens() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let a = try await c.create(), b = try await c.create()
+        #expect(try await c.snapshot(a, token: b.token).status == 401)
+        #expect(try await c.snapshot(a, token: "").status == 401)
+        #expect(try await c.command(a, "abort", token: b.token).status == 401)
+        #expect(try await c.snapshot(SessionClient.Created(id: "0123456789abcdef0123456789abcdef", token: a.token, streamUrl: "")).status == 404)
+        let port = t.node.port
+        let statuses = try await onThread { () -> [Int] in
+            [try RawSocket(port: port).upgrade(path: "/v1/sessions/\(a.id)/stream", headers: ["Authorization: Bearer \(b.token)"]).status,
+             try RawSocket(port: port).upgrade(path: "/v1/sessions/\(a.id)/stream").status,
+             try RawSocket(port: port).upgrade(path: "/v1/sessions/\(a.id)/stream?since=-1&token=\(a.token)").status,
+             try RawSocket(port: port).upgrade(path: "/v1/sessions/ffff/stream?token=\(a.token)").status]
+        }
+        #expect(statuses == [401, 401, 400, 404])
+        let noKey = try await c.createResponse(["paymentOrder": SessionClient.order()], key: "wrong")
+        #expect(noKey.status == 401)
+        await t.stop()
+    }
+
+    @Test("only view-paymentsession hrefs on allowed hosts are accepted (no SSRF)")
+    func allowList() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        for href in ["http://169.254.169.254/latest/meta-data", "file:///etc/passwd", "https://evil.example/psp/paymentsessions/x", "not a url"] {
+            let r = try await c.createResponse(["viewPaymentSession": .string(href)])
+            #expect(r.status == 400, "\(href)")
+            #expect(try JSONValue.parse(r.body)["parameter"]?.stringValue == "viewPaymentSession")
+        }
+        // An href from a payment order the simulator made is accepted.
+        let order = try await t.node.upstream.send(UpstreamRequest(
+            method: "POST", url: t.simulator.baseURL + "/psp/paymentorders", headers: [("Authorization", "Bearer \(Simulator.defaultToken)")],
+            body: (["paymentorder": SessionClient.order().replacing("payeeInfo", with: ["payeeId": "p", "payeeReference": "r1"])] as JSONValue).bytes))
+        let href = try #require(try JSONValue.parse(order.body)["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "view-paymentsession" }?["href"]?.stringValue)
+        let created = try await c.createResponse(["viewPaymentSession": .string(href)])
+        #expect(created.status == 201)
+        #expect(try await c.createResponse(["something": 1]).status == 400)
+        await t.stop()
+    }
+
+    @Test("Idempotency-Key: a repeated create or command returns the first answer")
+    func idempotency() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let first = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-42")
+        let second = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-42")
+        #expect(first.status == 201 && second.status == 201)
+        #expect(first.body == second.body)
+        #expect(second.header("idempotent-replayed") == "true")
+        let third = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-43")
+        #expect(third.body != first.body)
+
+        let doc = try JSONValue.parse(first.body)
+        let session = SessionClient.Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)
+        let stream = try await c.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        let abort1 = try await c.command(session, "abort", idempotencyKey: "abort-1")
+        let abort2 = try await c.command(session, "abort", idempotencyKey: "abort-1")
+        #expect(abort1.status == 202 && abort2.status == 202, "the repeat is a no-op returning the first answer, not a 409")
+        _ = try await stream.event("PaymentSessionCanceled")
+        await t.stop()
+    }
+
+    @Test("since replays exactly the missed events; several subscribers see the same stream")
+    func replay() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let session = try await c.create()
+        let a = try await c.stream(session)
+        let b = try await c.stream(session)
+        _ = try await a.event("PaymentSessionFetched")
+        try await a.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
+        _ = try await a.event("Show3DSecure")
+        try await a.send(["id": "2", "type": "3ds", "cres": "ok"])
+        _ = try await a.event("PaymentSessionComplete")
+        _ = try await b.event("PaymentSessionComplete")
+        #expect(a.types == b.types)
+        #expect(a.seqs == [1, 2, 3, 4])
+
+        let late = try await c.stream(session, since: 2)
+        _ = try await late.event("PaymentSessionComplete")
+        #expect(late.seqs == [3, 4])
+        #expect(late.types == ["Dismiss3DSecure", "PaymentSessionComplete"])
+        let all = try await c.stream(session)
+        _ = try await all.event("PaymentSessionComplete")
+        #expect(all.seqs == [1, 2, 3, 4])
+        await t.stop()
+    }
+
+    @Test("reconnect with since while events are being produced: no gap, no repeat")
+    func reconnectDuringProduction() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let session = try await c.create()
+        let first = try await c.stream(session)
+        _ = try await first.event("PaymentSessionFetched")
+        try await first.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish"]])
+        _ = try await first.event("LaunchClientApp")
+        shutdown(first.socket.fd, Int32(SHUT_RDWR))
+        // Completion is produced while no one listens, or while the new stream connects.
+        let second = try await c.stream(session, since: first.seqs.last.map(Int64.init))
+        _ = try await second.event("PaymentSessionComplete")
+        let seen = first.seqs + second.seqs
+        #expect(seen == Array(1...seen.count))
+        await t.stop()
+    }
+
+    @Test("malformed frames and unknown commands get a problem answer; the stream stays open")
+    func badFrames() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await onThread { try stream.socket.sendText("{not json") }
+        let parseError = try await stream.read { $0["ok"] == false }.last!
+        #expect(parseError["problem"]?["type"]?.stringValue == "urn:kassa:problem:bad-request")
+        try await stream.send(["id": "x", "type": "teleport"])
+        #expect(try await stream.ack("x")["problem"]?["parameter"]?.stringValue == "type")
+        try await stream.send(["id": "p", "type": "ping"])
+        #expect(try await stream.ack("p")["type"]?.stringValue == "pong")
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        try await onThread { try stream.socket.sendText(deep) }
+        #expect(try await stream.read { $0["ok"] == false }.last?["problem"] != nil)
+        try await stream.send(["id": "y", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        #expect(try await stream.ack("y")["ok"] == true)
+        _ = try await stream.event("PaymentSessionComplete")
+        await t.stop()
+    }
+
+    @Test("upstream failures: GETs retried with backoff; exhausted → SdkProblemOccurred retryable; retry resumes")
+    func retriesAndRetry() async throws {
+        let t = try TestNode()
+        let c = t.sessions
+        let session = try await c.create()
+        let stream = try await c.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .status(503))])
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        let problem = try await stream.event("SdkProblemOccurred")
+        #expect(problem["data"]?["retryable"] == true)
+        #expect(problem["data"]?["problem"]?["type"]?.stringValue == "PaymentSessionAPIRequestFailed")
+        await t.node.store.eventLog.flush()
+        let retries = try t.node.store.eventLog.events(sessionID: session.id).filter { $0.kind == "upstream.retry" }
+        #expect(retries.count >= 2, "GET get-payment was retried")
+        // The POST start-payment-attempt went upstream exactly once.
+        let attempts = try t.node.store.eventLog.events(sessionID: session.id)
+            .filter { $0.kind == "upstream.request" && $0.data?["operation"]?.stringValue == "start-payment-attempt" }
+        #expect(attempts.count == 1)
+
+        t.simulator.setFaults([])
+        #expect(try await c.command(session, "retry").status == 202)
+        _ = try await stream.event("PaymentSessionComplete")
+        await t.stop()
+    }
+
+    @Test("a POST that fails after it was sent is not repeated; the client is told and may retry")
+    func postNotRepeated() async throws {
+        let t = try TestNode(upstreamTimeoutMs: 300)
+        let c = t.sessions
+        let session = try await c.create()
+        let stream = try await c.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .timeout)])
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        let problem = try await stream.event("SdkProblemOccurred")
+        #expect(problem["data"]?["problem"]?["operation"]?.stringValue == "start-payment-attempt")
+        await t.node.store.eventLog.flush()
+        let posts = try t.node.store.eventLog.events(sessionID: session.id)
+            .filter { $0.kind == "upstream.request" && $0.data?["operation"]?.stringValue == "start-payment-attempt" }
+        #expect(posts.count == 1, "never a duplicate non-idempotent call")
+        await t.stop()
+    }
+
+    @Test("the payment menu fallback pushes ShowPaymentMenu restricted to the instruments asked for")
+    func paymentMenu() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "m", "type": "fallback", "restrictToInstruments": ["Vipps"]])
+        let menu = try await stream.event("ShowPaymentMenu")
+        #expect(menu["data"]?["restrictedToInstruments"] == ["Vipps"])
+        #expect(menu["data"]?["url"]?.stringValue?.hasSuffix("/menu") == true)
+        try await stream.send(["id": "n", "type": "abort"])
+        _ = try await stream.event("PaymentSessionCanceled")
+        await t.stop()
+    }
+
+    @Test("a new card opens the payment menu for cards")
+    func newCard() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "NewCreditCard", "enabledPaymentDetailsConsentCheckbox": true]])
+        let menu = try await stream.event("ShowPaymentMenu")
+        #expect(menu["data"]?["restrictedToInstruments"] == ["CreditCard"])
+        await t.stop()
+    }
+
+    @Test("restart: sessions and their sequences survive; a stream resumes with since; unfinished ones re-sync")
+    func restart() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 100))
+        var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
+        let done = try await t.sessions.create()
+        let doneStream = try await t.sessions.stream(done)
+        _ = try await doneStream.event("PaymentSessionFetched")
+        try await doneStream.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
+        _ = try await doneStream.event("PaymentSessionComplete")
+        let open = try await t.sessions.create()
+        let openStream = try await t.sessions.stream(open)
+        _ = try await openStream.event("PaymentSessionFetched")
+        await t.stop(keepDirectory: true)
+
+        t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
+        let replay = try await t.sessions.stream(done, since: 1)
+        _ = try await replay.event("PaymentSessionComplete")
+        #expect(replay.seqs == [2])
+        let resumed = try await t.sessions.stream(open, since: 1)
+        try await resumed.send(["id": "2", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        #expect(try await resumed.ack("2")["ok"] == true)
+        _ = try await resumed.event("PaymentSessionComplete")
+        #expect(resumed.seqs == [2], "no event is repeated after the restart")
+        await t.stop(keepDirectory: true)
+        await simulator.stop()
+    }
+
+    @Test("the README's Python client (websockets) completes a Swish payment")
+    func pythonClient() async throws {
+        let t = try TestNode()
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("python/swish_flow.py").path
+        let base = t.base
+        let (status, output) = try await onThread { () -> (Int32, String) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script, base, "test-key"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("PaymentSessionComplete"))
+        await t.stop()
+    }
+}
+
+extension JSONValue {
+    func replacing(_ key: String, with value: JSONValue) -> JSONValue {
+        guard case .object(var o) = self else { return self }
+        o[key] = value
+        return .object(o)
+    }
+}

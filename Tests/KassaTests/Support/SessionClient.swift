@@ -1,0 +1,103 @@
+import Foundation
+import KassaCore
+import KassaUpstream
+
+/// A thin client for tests: creates sessions over HTTP and follows their
+/// stream over a real WebSocket (hand-made frames on a raw socket).
+struct SessionClient {
+    let base: String
+    let port: Int
+    let client = UpstreamClient()
+
+    struct Created {
+        let id: String
+        let token: String
+        let streamUrl: String
+    }
+
+    static func order(amount: Int = 1500, description: String = "Test purchase") -> JSONValue {
+        ["operation": "Purchase", "currency": "SEK", "amount": .number(Double(amount)), "vatAmount": 0,
+         "description": .string(description), "userAgent": "KassaTests", "language": "sv-SE",
+         "urls": ["hostUrls": ["https://shop.example"], "completeUrl": "https://shop.example/complete",
+                  "cancelUrl": "https://shop.example/cancel", "paymentUrl": "https://shop.example/pay"],
+         "payeeInfo": ["payeeId": "payee-1", "payeeName": "Shop"]]
+    }
+
+    func createResponse(_ body: JSONValue, key: String = "test-key", idempotencyKey: String? = nil) async throws -> UpstreamResponse {
+        var headers = [("Your-Api-Key", key), ("Content-Type", "application/json")]
+        if let idempotencyKey { headers.append(("Idempotency-Key", idempotencyKey)) }
+        return try await client.send(UpstreamRequest(method: "POST", url: base + "/v1/sessions", headers: headers, body: body.bytes))
+    }
+
+    func create(amount: Int = 1500) async throws -> Created {
+        let r = try await createResponse(["paymentOrder": Self.order(amount: amount)])
+        guard r.status == 201 else { throw TestFailure("create answered \(r.status): \(r.text)") }
+        let doc = try JSONValue.parse(r.body)
+        return Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)
+    }
+
+    func command(_ session: Created, _ type: String, _ body: JSONValue = [:], token: String? = nil, idempotencyKey: String? = nil) async throws -> UpstreamResponse {
+        var headers = [("Authorization", "Bearer \(token ?? session.token)"), ("Content-Type", "application/json")]
+        if let idempotencyKey { headers.append(("Idempotency-Key", idempotencyKey)) }
+        return try await client.send(UpstreamRequest(method: "POST", url: base + "/v1/sessions/\(session.id)/\(type)", headers: headers, body: body.bytes))
+    }
+
+    func snapshot(_ session: Created, token: String? = nil) async throws -> UpstreamResponse {
+        try await client.send(UpstreamRequest(url: base + "/v1/sessions/\(session.id)", headers: [("Authorization", "Bearer \(token ?? session.token)")]))
+    }
+
+    /// Opens the stream; the socket is ready for `Stream.next`.
+    func stream(_ session: Created, since: Int64? = nil, tokenInQuery: Bool = false) async throws -> Stream {
+        let port = self.port
+        var path = session.streamUrl + (since.map { "?since=\($0)" } ?? "")
+        if tokenInQuery { path += (since == nil ? "?" : "&") + "token=\(session.token)" }
+        let headers = tokenInQuery ? [] : ["Authorization: Bearer \(session.token)"]
+        let target = path
+        return try await onThread {
+            let socket = try RawSocket(port: port, timeoutSeconds: 15)
+            let answer = try socket.upgrade(path: target, headers: headers)
+            guard answer.status == 101 else { throw TestFailure("upgrade answered \(answer.status): \(answer.body)") }
+            return Stream(socket: socket)
+        }
+    }
+}
+
+/// One open session stream.
+final class Stream: @unchecked Sendable {
+    let socket: RawSocket
+    var received: [JSONValue] = []
+
+    init(socket: RawSocket) { self.socket = socket }
+
+    /// Reads frames until one satisfies `stop`; returns every frame read (also kept in `received`).
+    func read(until stop: @escaping @Sendable (JSONValue) -> Bool) async throws -> [JSONValue] {
+        try await onThread { [self] in
+            var frames: [JSONValue] = []
+            while let frame = socket.readFrame() {
+                if frame.opcode == 0x8 { throw TestFailure("stream closed with \(frame.closeCode ?? 0); read \(frames.map(\.text))") }
+                guard frame.opcode == 0x1 else { continue }
+                let value = try JSONValue.parse(frame.text)
+                frames.append(value)
+                received.append(value)
+                if stop(value) { return frames }
+            }
+            throw TestFailure("stream ended; read \(frames.map(\.text))")
+        }
+    }
+
+    func event(_ type: String) async throws -> JSONValue {
+        try await read { $0["type"]?.stringValue == type }.last!
+    }
+
+    func ack(_ id: String) async throws -> JSONValue {
+        try await read { $0["re"]?.stringValue == id }.last!
+    }
+
+    func send(_ command: JSONValue) async throws {
+        try await onThread { [self] in try socket.sendText(command.text) }
+    }
+
+    /// The seq numbers of the pushed events received so far.
+    var seqs: [Int] { received.compactMap { $0["seq"]?.intValue } }
+    var types: [String] { received.compactMap { $0["seq"] != nil ? $0["type"]?.stringValue : nil } }
+}
