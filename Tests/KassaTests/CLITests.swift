@@ -99,3 +99,56 @@ struct KassaStoreProbe {
         kinds = try queue.read { db in try String.fetchAll(db, sql: "SELECT kind FROM events ORDER BY id") }
     }
 }
+
+@Suite("Crash recovery (kill -9)")
+struct CrashRecoveryTests {
+    func port(_ p: KassaProcess) async throws -> Int {
+        let listening = try await onThread { p.waitForLog(message: "listening") }
+        return try #require(listening?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
+    }
+
+    @Test("kill -9 mid-flow: after a restart the client replays exactly what it missed and the payment completes")
+    func killNine() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        // The simulator runs on its own, as Swedbank Pay would: it outlives the gateway.
+        let sim = try KassaProcess(["sim", "--listen", "127.0.0.1:0"])
+        let simPort = try await port(sim)
+        let arguments = ["serve", "--listen", "127.0.0.1:0", "--db", dir.file("k.sqlite"), "--api-keys", "k", "--admin-token", "a",
+                         "--upstream-url", "http://127.0.0.1:\(simPort)", "--upstream-token", "kassa-simulator-token"]
+        let first = try KassaProcess(arguments)
+        let c1 = SessionClient(base: "http://127.0.0.1:\(try await port(first))", port: try await port(first))
+        let session = try await SessionClient.createVia(c1, key: "k")
+        let stream = try await c1.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
+        _ = try await stream.event("Show3DSecure")
+        first.signal(SIGKILL)
+        _ = try await onThread { first.waitForExit() }
+
+        let second = try KassaProcess(arguments)
+        let p2 = try await port(second)
+        let c2 = SessionClient(base: "http://127.0.0.1:\(p2)", port: p2)
+        // The client had seq 1 when the connection dropped: it asks for what came after.
+        let resumed = try await c2.stream(session, since: 1)
+        let replayed = try await resumed.event("Show3DSecure")
+        #expect(replayed["seq"]?.intValue == 2, "the acknowledged Show3DSecure survived the crash")
+        try await resumed.send(["id": "2", "type": "3ds", "cres": "ok"])
+        _ = try await resumed.event("PaymentSessionComplete")
+        #expect(resumed.seqs == [2, 3, 4])
+        #expect(resumed.types == ["Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"])
+        second.signal(SIGTERM)
+        #expect(try await onThread { second.waitForExit() } == 0)
+        sim.signal(SIGTERM)
+        _ = try await onThread { sim.waitForExit() }
+    }
+}
+
+extension SessionClient {
+    static func createVia(_ c: SessionClient, key: String) async throws -> Created {
+        let r = try await c.createResponse(["paymentOrder": order()], key: key)
+        guard r.status == 201 else { throw TestFailure("create answered \(r.status): \(r.text)") }
+        let doc = try JSONValue.parse(r.body)
+        return Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)
+    }
+}

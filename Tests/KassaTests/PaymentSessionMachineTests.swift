@@ -228,6 +228,24 @@ struct PaymentSessionMachineTests {
         #expect(throws: Never.self) { try m.command(.attempt(.swish(msisdn: nil))).get() }
     }
 
+    @Test("restored after a restart: an open challenge is not shown again, and its answer is taken while re-reading")
+    func restoredChallenge() throws {
+        var m = PaymentSessionMachine(restoring: Self.session, phase: .threeDSecure,
+                                      history: ["PaymentSessionFetched", "Show3DSecure"])
+        #expect(calls(m.start()) == ["view-paymentsession"])
+        let answered = try m.command(.threeDSecureResult(cres: "CRES")).get()
+        #expect(answered.isEmpty, "held until the session is read again")
+        let redirect: JSONValue = ["rel": "sca-redirect", "method": "POST", "href": "https://acs.example/challenge",
+                                   "expects": [["name": "creq", "type": "string", "value": "CREQ1"]]]
+        let effects = m.received(Self.output([], methods: ["CreditCard": [Self.op("complete-authentication", tasks: [redirect])]]), for: lastCall(m))
+        #expect(pushes(effects) == ["Dismiss3DSecure"], "no second Show3DSecure")
+        #expect(calls(effects) == ["complete-authentication"])
+
+        var ended = PaymentSessionMachine(restoring: Self.session, phase: .completed, history: ["PaymentSessionFetched", "PaymentSessionComplete"])
+        #expect(ended.phase == .completed)
+        #expect(throws: Problem.self) { try ended.command(.abort).get() }
+    }
+
     @Test("instruments from the wire: valid shapes parse, bad MSISDNs and types are named")
     func instruments() throws {
         #expect(try Instrument.parse(["type": "Swish"]).get() == .swish(msisdn: nil))

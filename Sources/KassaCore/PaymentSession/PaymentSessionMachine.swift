@@ -89,19 +89,24 @@ public struct PaymentSessionMachine: Sendable {
     var fetchedReported = false
     var failedCall: SessionCall?
     var pollGeneration = 0
+    var restoredAnnouncements: Set<String> = []
 
     public init(sessionURL: String, pollIntervalMs: Int = 2_000) {
         self.sessionURL = sessionURL
         self.pollIntervalMs = pollIntervalMs
     }
 
-    /// A machine picking up a stored session: an ended one stays ended; an
-    /// unfinished one re-reads the session upstream on `start()` and does not
-    /// announce again what the client was already told.
-    public init(restoring sessionURL: String, phase: Phase, fetchedReported: Bool, pollIntervalMs: Int = 2_000) {
+    /// A machine picking up a stored session from its pushed events: an ended
+    /// one stays ended; an unfinished one re-reads the session upstream on
+    /// `start()` and does not announce again what the client was already told
+    /// (the instruments, an app to launch, an open 3-D Secure challenge).
+    public init(restoring sessionURL: String, phase: Phase, history: [String], pollIntervalMs: Int = 2_000) {
         self.init(sessionURL: sessionURL, pollIntervalMs: pollIntervalMs)
         self.phase = phase.isTerminal ? phase : .starting
-        self.fetchedReported = fetchedReported
+        fetchedReported = history.contains("PaymentSessionFetched")
+        // What the current attempt announced: everything after its last end.
+        let current = history.reversed().prefix { $0 != "SessionProblemOccurred" && $0 != "PaymentSessionFetched" && $0 != "Dismiss3DSecure" }
+        restoredAnnouncements = Set(current)
     }
 
     // MARK: Inputs
@@ -206,7 +211,8 @@ public struct PaymentSessionMachine: Sendable {
             phase = .paymentMenu
             return .success(callInFlight == nil ? decide() : [])
         case .threeDSecureResult(let cres):
-            guard phase == .threeDSecure else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
+            let resuming = phase == .starting && restoredAnnouncements.contains("Show3DSecure")
+            guard phase == .threeDSecure || resuming else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
             guard !cres.isEmpty, cres.count <= 10_000 else { return .failure(.badRequest("cres must be the challenge's answer", parameter: "cres")) }
             self.cres = cres
             return .success(callInFlight == nil ? decide() : [])
@@ -234,6 +240,7 @@ public struct PaymentSessionMachine: Sendable {
     mutating func decide() -> [Effect] {
         guard callInFlight == nil, let o = output, !phase.isTerminal else { return [] }
         var effects: [Effect] = []
+        if !restoredAnnouncements.isEmpty { adoptRestoredAnnouncements(o) }
 
         // The client asked to abort: that goes before anything else.
         if abortRequested, let abort = o.allOperations.first(where: { $0.rel == "abort-payment" }) {
@@ -353,6 +360,21 @@ public struct PaymentSessionMachine: Sendable {
             phase = .awaitingInstrument
         }
         return effects
+    }
+
+    /// After a restart: treat what the client was already shown as shown.
+    mutating func adoptRestoredAnnouncements(_ o: PaymentOutput) {
+        for op in o.candidates {
+            for task in op.tasks {
+                if task.rel == "launch-client-app" && restoredAnnouncements.contains("LaunchClientApp") { launched.insert(task.href) }
+                if task.rel == "sca-redirect" && restoredAnnouncements.contains("Show3DSecure") {
+                    challengesShown.insert(task.expects.first { $0.name == "creq" }?.value.stringValue ?? task.href)
+                    phase = .threeDSecure
+                }
+            }
+            if op.rel == "get-payment" && phase != .threeDSecure { phase = .attempting }
+        }
+        restoredAnnouncements = []
     }
 
     func call(_ op: PaymentOutput.Operation, body: JSONValue? = nil) -> SessionCall {

@@ -160,8 +160,7 @@ extension Gateway {
             SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]))
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
-        let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase,
-                                            fetchedReported: history.contains { $0.type == "PaymentSessionFetched" },
+        let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: history.map(\.type),
                                             pollIntervalMs: configuration.sessionPollIntervalMs)
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256, machine: machine, history: history, gateway: self)
     }
