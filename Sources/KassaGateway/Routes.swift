@@ -22,6 +22,14 @@ extension Gateway {
         Route(.POST, "/v1/sessions/{id}/3ds", "sessions.3ds") { g, c in await g.sessionCommand(c, type: "3ds") },
         // The WebSocket GET /v1/sessions/{id}/stream is accepted in Gateway+Stream.swift (an upgrade, not a route).
 
+        // The demo checkout page (a thin client to copy)
+        Route(.GET, "/demo/", "demo") { _, _ in
+            HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
+                         headers: [("content-security-policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self' ws: wss:"),
+                                   ("cache-control", "no-store")],
+                         body: Array(DemoPage.html.utf8))
+        },
+
         // Operations
         Route(.GET, "/healthz", "health") { g, c in await g.healthz(c) },
         Route(.GET, "/readyz", "ready") { g, c in await g.readyz(c) },

@@ -1,0 +1,177 @@
+/// `/demo/`: a thin checkout client to copy. Plain HTML and JavaScript, no
+/// build step: it creates a session, shows the instruments, pays, shows each
+/// pushed state as it arrives, and reconnects with `since` when the
+/// connection drops.
+enum DemoPage {
+    static let html = #"""
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Kassa demo checkout</title>
+<style>
+  body { font-family: system-ui, sans-serif; max-width: 46rem; margin: 2rem auto; padding: 0 1rem; color: #1d1d1f; }
+  h1 { font-size: 1.4rem; }
+  fieldset { border: 1px solid #ccc; border-radius: 6px; margin-bottom: 1rem; }
+  label { display: block; margin: .3rem 0; }
+  input { padding: .3rem; }
+  button { padding: .4rem .9rem; margin: .2rem; border-radius: 4px; border: 1px solid #888; background: #f5f5f7; cursor: pointer; }
+  button.primary { background: #fdb913; border-color: #c98f00; }
+  #state { font-weight: 600; }
+  #events { font-family: ui-monospace, monospace; font-size: .85rem; list-style: none; padding: 0; }
+  #events li { border-bottom: 1px solid #eee; padding: .25rem 0; }
+  #events li.problem { color: #b00020; }
+  .hidden { display: none; }
+</style>
+</head>
+<body>
+<h1>Kassa demo checkout</h1>
+<fieldset>
+  <legend>Merchant</legend>
+  <label>API key <input id="apiKey" type="password" autocomplete="off" placeholder="Your-Api-Key"></label>
+  <label>Amount (öre) <input id="amount" type="number" value="1500" min="1"></label>
+  <button id="create" class="primary">Create session</button>
+</fieldset>
+<p>State: <span id="state">no session</span> · connection: <span id="connection">closed</span></p>
+<fieldset id="instrumentsBox" class="hidden">
+  <legend>Pay with</legend>
+  <label>Swish number <input id="msisdn" placeholder="+46739000001"></label>
+  <div id="instruments"></div>
+</fieldset>
+<fieldset id="challengeBox" class="hidden">
+  <legend>3-D Secure</legend>
+  <p>Your bank asks you to confirm the payment.</p>
+  <button id="confirmChallenge" class="primary">Confirm</button>
+</fieldset>
+<p id="launch" class="hidden"></p>
+<button id="abort" class="hidden">Cancel payment</button>
+<h2>Events</h2>
+<ol id="events"></ol>
+<script>
+"use strict";
+const demo = {
+  session: null, socket: null, lastSeq: 0, ended: false, commandId: 0,
+
+  async create() {
+    const key = document.getElementById("apiKey").value;
+    const amount = parseInt(document.getElementById("amount").value, 10) || 1500;
+    const paymentOrder = {
+      operation: "Purchase", currency: "SEK", amount, vatAmount: 0, description: "Kassa demo",
+      userAgent: navigator.userAgent.slice(0, 200), language: "sv-SE",
+      urls: { hostUrls: [location.origin], completeUrl: location.origin + "/demo/complete",
+              cancelUrl: location.origin + "/demo/cancel", paymentUrl: location.origin + "/demo/" },
+      payeeInfo: { payeeId: "kassa-demo", payeeName: "Kassa demo" }
+    };
+    const response = await fetch("/v1/sessions", {
+      method: "POST", headers: { "Content-Type": "application/json", "Your-Api-Key": key },
+      body: JSON.stringify({ paymentOrder })
+    });
+    const body = await response.json();
+    if (!response.ok) { this.log({ type: "error", data: body }, true); return; }
+    this.session = body; this.lastSeq = 0; this.ended = false;
+    document.getElementById("state").textContent = body.state;
+    this.connect();
+  },
+
+  connect() {
+    const s = this.session;
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const url = `${scheme}//${location.host}${s.streamUrl}?since=${this.lastSeq}&token=${encodeURIComponent(s.clientToken)}`;
+    const socket = new WebSocket(url, "kassa.v1");
+    this.socket = socket;
+    document.body.dataset.connections = String(Number(document.body.dataset.connections || 0) + 1);
+    socket.onopen = () => { document.getElementById("connection").textContent = "open"; };
+    socket.onmessage = (message) => this.receive(JSON.parse(message.data));
+    socket.onclose = () => {
+      document.getElementById("connection").textContent = "closed";
+      // Resume where we left off: the gateway replays everything after lastSeq.
+      if (!this.ended && this.socket === socket) setTimeout(() => this.connect(), 300);
+    };
+  },
+
+  /// For tests and for trying it out: drop the connection as a flaky network would.
+  dropConnection() { if (this.socket) this.socket.close(); },
+
+  send(command) {
+    command.id = "c" + (++this.commandId);
+    this.socket.send(JSON.stringify(command));
+  },
+
+  receive(event) {
+    if (event.re !== undefined) {
+      if (!event.ok) this.log({ type: "refused", data: event.problem }, true);
+      return;
+    }
+    if (event.seq !== this.lastSeq + 1) { this.log({ type: "gap", data: { expected: this.lastSeq + 1, got: event.seq } }, true); }
+    this.lastSeq = event.seq;
+    this.log(event, event.type.endsWith("ProblemOccurred"));
+    const hide = (id, hidden) => document.getElementById(id).classList.toggle("hidden", hidden);
+    switch (event.type) {
+      case "PaymentSessionFetched": this.showInstruments(event.data.availableInstruments); hide("abort", false); break;
+      case "LaunchClientApp": {
+        const p = document.getElementById("launch");
+        p.textContent = ""; const a = document.createElement("a"); a.href = event.data.url; a.textContent = "Open Swish";
+        p.appendChild(a); hide("launch", false); break;
+      }
+      case "Show3DSecure": hide("challengeBox", false); break;
+      case "Dismiss3DSecure": hide("challengeBox", true); break;
+      case "ShowPaymentMenu": this.log({ type: "menu", data: { url: event.data.url } }); break;
+      case "PaymentSessionComplete": case "PaymentSessionCanceled":
+        this.ended = true; hide("instrumentsBox", true); hide("abort", true); hide("launch", true);
+        if (this.socket) this.socket.close();
+        break;
+    }
+    document.getElementById("state").textContent = event.type;
+  },
+
+  showInstruments(instruments) {
+    const box = document.getElementById("instruments");
+    box.textContent = "";
+    for (const instrument of instruments) {
+      if (instrument.type === "Swish") {
+        const prefill = (instrument.prefills || [])[0];
+        if (prefill && !document.getElementById("msisdn").value) document.getElementById("msisdn").value = prefill.msisdn;
+        this.button(box, "Swish", () => {
+          const msisdn = document.getElementById("msisdn").value.trim();
+          this.send({ type: "attempt", instrument: msisdn ? { type: "Swish", msisdn } : { type: "Swish" } });
+        });
+      } else if (instrument.type === "CreditCard") {
+        for (const card of instrument.prefills || []) {
+          this.button(box, `${card.cardBrand} ${card.maskedPan}`, () =>
+            this.send({ type: "attempt", instrument: { type: "CreditCard", paymentToken: card.paymentToken } }));
+        }
+      } else if (instrument.type === "WebBased") {
+        this.button(box, instrument.paymentMethod, () =>
+          this.send({ type: "fallback", restrictToInstruments: [instrument.paymentMethod] }));
+      } else {
+        this.button(box, instrument.type, () => this.send({ type: "attempt", instrument: { type: instrument.type } }));
+      }
+    }
+    document.getElementById("instrumentsBox").classList.remove("hidden");
+  },
+
+  button(parent, label, action) {
+    const b = document.createElement("button");
+    b.textContent = label; b.dataset.instrument = label; b.onclick = action;
+    parent.appendChild(b);
+  },
+
+  log(event, problem) {
+    const li = document.createElement("li");
+    li.textContent = `${event.seq !== undefined ? "#" + event.seq + " " : ""}${event.type} ${JSON.stringify(event.data || {})}`;
+    if (event.seq !== undefined) li.dataset.seq = event.seq;
+    li.dataset.type = event.type;
+    if (problem) li.className = "problem";
+    document.getElementById("events").appendChild(li);
+  }
+};
+document.getElementById("create").onclick = () => demo.create();
+document.getElementById("abort").onclick = () => demo.send({ type: "abort" });
+document.getElementById("confirmChallenge").onclick = () => demo.send({ type: "3ds", cres: "demo-confirmed" });
+window.kassaDemo = demo;
+</script>
+</body>
+</html>
+"""#
+}
