@@ -18,6 +18,10 @@ components:
       type: apiKey
       in: header
       name: Your-Api-Key
+    clientToken:
+      type: http
+      scheme: bearer
+      description: the session's client token from POST /v1/sessions (or ?token= on the stream)
   schemas:
     Problem:
       type: object
@@ -119,7 +123,54 @@ components:
           properties:
             operation: {type: string, enum: [SetInstrument]}
             instrument: {type: string, example: CreditCard}
+    Instrument:
+      type: object
+      required: [type]
+      properties:
+        type: {type: string, enum: [Swish, CreditCard, NewCreditCard, ApplePay, GooglePay]}
+        msisdn: {type: string, description: '+, country code and number, digits only (Swish on another device)'}
+        paymentToken: {type: string, description: a saved card's token from the CreditCard prefills}
+        enabledPaymentDetailsConsentCheckbox: {type: boolean}
+    SessionCreated:
+      type: object
+      required: [id, clientToken, streamUrl, state]
+      properties:
+        id: {type: string}
+        clientToken: {type: string}
+        streamUrl: {type: string}
+        state: {type: string}
+    SessionSnapshot:
+      type: object
+      required: [id, state, seq]
+      properties:
+        id: {type: string}
+        state: {type: string, enum: [starting, awaitingInstrument, attempting, threeDSecure, paymentMenu, failed, completed, canceled, ended]}
+        seq: {type: integer}
+        availableInstruments: {type: array, items: {type: object}}
+        lastProblem: {nullable: true}
+    CommandAccepted:
+      type: object
+      required: [ok, session]
+      properties:
+        ok: {type: boolean}
+        session: {$ref: '#/components/schemas/SessionSnapshot'}
+  parameters:
+    SessionID:
+      name: id
+      in: path
+      required: true
+      schema: {type: string, pattern: '^[0-9a-f]{32}$'}
+    IdempotencyKey:
+      name: Idempotency-Key
+      in: header
+      required: false
+      schema: {type: string, minLength: 1, maxLength: 200}
   responses:
+    Accepted:
+      description: The command was accepted; what it leads to arrives on the stream
+      content:
+        application/json:
+          schema: {$ref: '#/components/schemas/CommandAccepted'}
     Problem:
       description: An RFC 7807 problem
       content:
@@ -248,6 +299,114 @@ paths:
                 required: [applinks]
                 properties:
                   applinks: {type: object}
+  /v1/sessions:
+    post:
+      summary: Create a PaymentSession from a view-paymentsession href or a new payment order
+      security: [{merchantApiKey: []}]
+      parameters: [{$ref: '#/components/parameters/IdempotencyKey'}]
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                viewPaymentSession: {type: string, description: an href on an allowed upstream host}
+                paymentOrder: {$ref: '#/components/schemas/PaymentOrderRequest/properties/paymentorder'}
+      responses:
+        '201':
+          description: The session; follow it on streamUrl with the clientToken
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/SessionCreated'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}:
+    get:
+      summary: The session's state now
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}]
+      responses:
+        '200':
+          description: Snapshot
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/SessionSnapshot'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}/attempts:
+    post:
+      summary: Start a payment attempt with an instrument
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}, {$ref: '#/components/parameters/IdempotencyKey'}]
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [instrument]
+              properties:
+                instrument: {$ref: '#/components/schemas/Instrument'}
+      responses:
+        '202': {$ref: '#/components/responses/Accepted'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}/abort:
+    post:
+      summary: Abort the payment (PaymentSessionCanceled follows)
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}, {$ref: '#/components/parameters/IdempotencyKey'}]
+      responses:
+        '202': {$ref: '#/components/responses/Accepted'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}/retry:
+    post:
+      summary: Resume after SdkProblemOccurred with retryable true
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}, {$ref: '#/components/parameters/IdempotencyKey'}]
+      responses:
+        '202': {$ref: '#/components/responses/Accepted'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}/fallback:
+    post:
+      summary: Open the web payment menu, optionally restricted to some payment methods
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}, {$ref: '#/components/parameters/IdempotencyKey'}]
+      requestBody:
+        required: false
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                restrictToInstruments: {type: array, items: {type: string}, maxItems: 20}
+      responses:
+        '202': {$ref: '#/components/responses/Accepted'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}/3ds:
+    post:
+      summary: The 3-D Secure challenge's answer (cRes) from the client's web view
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}, {$ref: '#/components/parameters/IdempotencyKey'}]
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [cres]
+              properties:
+                cres: {type: string}
+      responses:
+        '202': {$ref: '#/components/responses/Accepted'}
+        default: {$ref: '#/components/responses/Problem'}
+  /demo/:
+    get:
+      summary: The demo checkout page
+      responses:
+        '200':
+          description: HTML
+          content:
+            text/html:
+              schema: {type: string}
   /healthz:
     get:
       summary: Liveness
