@@ -8,25 +8,11 @@ struct DemoPageTests {
     @Test("the page creates a session, pays with Swish, resumes after a drop, and shows every state once")
     func swishInChromium() async throws {
         let t = try TestNode()
-        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        let script = tests.appendingPathComponent("python/demo_checkout.py").path
-        let artifacts = tests.deletingLastPathComponent().appendingPathComponent("test-artifacts")
+        let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts.appendingPathComponent("demo-checkout.png").path
         try? FileManager.default.removeItem(atPath: screenshot)
-        let base = t.base
-        let (status, output) = try await onThread { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, base, "test-key", screenshot]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
+        let (status, output) = try await runPython([testsPath("python/demo_checkout.py"), t.base, "test-key", screenshot])
         #expect(status == 0, "\(output.suffix(3000))")
         #expect(FileManager.default.fileExists(atPath: screenshot), "the run saves a screenshot")
         await t.node.store.eventLog.flush()

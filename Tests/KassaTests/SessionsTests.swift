@@ -357,21 +357,7 @@ struct SessionsTests {
     @Test("the README's Python client (websockets) completes a Swish payment")
     func pythonClient() async throws {
         let t = try TestNode()
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("python/swish_flow.py").path
-        let base = t.base
-        let (status, output) = try await onThread { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, base, "test-key"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
+        let (status, output) = try await runPython([testsPath("python/swish_flow.py"), t.base, "test-key"])
         #expect(status == 0, "\(output)")
         #expect(output.contains("PaymentSessionComplete"))
         await t.stop()

@@ -29,3 +29,27 @@ struct TempDirectory {
 
     func cleanup() { try? FileManager.default.removeItem(atPath: path) }
 }
+
+/// Runs a Python 3 program (from the PATH's python3, where `make test`
+/// installed its packages) and returns its exit status and combined output.
+func runPython(_ arguments: [String], environment extra: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    try await onThread {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// A file under Tests/.
+func testsPath(_ relative: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent(relative).path
+}
