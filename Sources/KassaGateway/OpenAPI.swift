@@ -392,9 +392,17 @@ paths:
           application/json:
             schema:
               type: object
-              required: [cres]
               properties:
                 cres: {type: string}
+                loadFailed: {type: string, description: instead of cres, why the challenge could not be shown}
+      responses:
+        '202': {$ref: '#/components/responses/Accepted'}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/sessions/{id}/app-launch-failed:
+    post:
+      summary: The client could not open the app of a LaunchClientApp
+      security: [{clientToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}, {$ref: '#/components/parameters/IdempotencyKey'}]
       responses:
         '202': {$ref: '#/components/responses/Accepted'}
         default: {$ref: '#/components/responses/Problem'}

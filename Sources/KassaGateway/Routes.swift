@@ -20,6 +20,7 @@ extension Gateway {
         Route(.POST, "/v1/sessions/{id}/retry", "sessions.retry") { g, c in await g.sessionCommand(c, type: "retry") },
         Route(.POST, "/v1/sessions/{id}/fallback", "sessions.fallback") { g, c in await g.sessionCommand(c, type: "fallback") },
         Route(.POST, "/v1/sessions/{id}/3ds", "sessions.3ds") { g, c in await g.sessionCommand(c, type: "3ds") },
+        Route(.POST, "/v1/sessions/{id}/app-launch-failed", "sessions.app-launch-failed") { g, c in await g.sessionCommand(c, type: "appLaunchFailed") },
         // The WebSocket GET /v1/sessions/{id}/stream is accepted in Gateway+Stream.swift (an upgrade, not a route).
 
         // The demo checkout page (a thin client to copy)

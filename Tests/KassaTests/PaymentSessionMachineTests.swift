@@ -246,6 +246,52 @@ struct PaymentSessionMachineTests {
         #expect(throws: Problem.self) { try ended.command(.abort).get() }
     }
 
+    @Test("3-D Secure load failed: SdkProblemOccurred retryable; retry shows the challenge again")
+    func threeDSecureLoadFailed() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.creditCard(paymentToken: "tok"))).get()
+        let redirect: JSONValue = ["rel": "sca-redirect", "method": "POST", "href": "https://acs.example/c",
+                                   "expects": [["name": "creq", "type": "string", "value": "C1"]]]
+        let challenge = Self.output([], methods: ["CreditCard": [Self.op("complete-authentication", tasks: [redirect])]])
+        _ = m.received(challenge, for: lastCall(m))
+        #expect(m.phase == .threeDSecure)
+        let failed = try m.command(.threeDSecureLoadFailed(reason: "net::ERR_TIMED_OUT")).get()
+        #expect(pushes(failed) == ["SdkProblemOccurred"])
+        guard case .push(let event)? = failed.first else { return }
+        #expect(event.data["problem"]?["type"]?.stringValue == "PaymentSession3DSecureLoadFailed")
+        #expect(event.data["retryable"] == true)
+        let retried = try m.command(.retry).get()
+        #expect(pushes(retried) == ["Show3DSecure"])
+        #expect(m.phase == .threeDSecure)
+    }
+
+    @Test("app launch failed: fail-payment-attempt with ClientAppLaunchFailed, then the upstream problem")
+    func appLaunchFailed() throws {
+        var m = fetched()
+        #expect(throws: Problem.self) { try m.command(.appLaunchFailed).get() }
+        _ = try m.command(.attempt(.swish(msisdn: nil))).get()
+        _ = m.received(Self.output([], methods: ["Swish": [Self.op("start-payment-attempt")]]), for: lastCall(m))
+        let task: JSONValue = ["rel": "launch-client-app", "method": "GET", "href": "swish://paymentrequest?token=abc"]
+        _ = m.received(Self.output([], methods: ["Swish": [Self.op("get-payment", "GET", tasks: [task]), Self.op("fail-payment-attempt")]]), for: lastCall(m))
+        let failing = try m.command(.appLaunchFailed).get()
+        #expect(calls(failing) == ["fail-payment-attempt"])
+        #expect(lastCall(m).body?["problemType"]?.stringValue == "ClientAppLaunchFailed")
+        let problem: JSONValue = ["type": "https://api.payex.com/psp/errordetail/paymentorders/clientapplaunchfailed",
+                                  "operation": Self.op("acknowledge-failed-attempt")]
+        let reported = m.received(Self.output([], methods: ["Swish": []], problem: problem), for: lastCall(m))
+        #expect(pushes(reported) == ["SessionProblemOccurred"])
+    }
+
+    @Test("an instrument the session stops offering mid-attempt is an internal inconsistency")
+    func internalInconsistency() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        let effects = m.received(Self.output([Self.op("abort-payment")], methods: ["CreditCard": []]), for: lastCall(m))
+        #expect(pushes(effects) == ["SdkProblemOccurred"])
+        #expect(m.lastProblem?["type"]?.stringValue == "InternalInconsistencyError")
+        #expect(m.phase == .awaitingInstrument)
+    }
+
     @Test("instruments from the wire: valid shapes parse, bad MSISDNs and types are named")
     func instruments() throws {
         #expect(try Instrument.parse(["type": "Swish"]).get() == .swish(msisdn: nil))

@@ -45,6 +45,33 @@ struct SessionsTests {
         await t.stop()
     }
 
+    @Test("Swish app launch failed: SessionProblemOccurred with …/clientapplaunchfailed (seed 002)")
+    func clientAppLaunchFailed() async throws {
+        let t = try TestNode()
+        let session = try await t.sessions.create()
+        let stream = try await t.sessions.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        try await stream.send(["id": "a", "type": "attempt", "instrument": ["type": "Swish"]])
+        _ = try await stream.event("LaunchClientApp")
+        try await stream.send(["id": "b", "type": "appLaunchFailed"])
+        let problem = try await stream.event("SessionProblemOccurred")
+        #expect(problem["data"]?["problem"]?["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/clientapplaunchfailed")
+        await t.stop()
+    }
+
+    @Test("Google Pay and Apple Pay attempts complete")
+    func wallets() async throws {
+        let t = try TestNode()
+        for wallet in ["GooglePay", "ApplePay"] {
+            let session = try await t.sessions.create()
+            let stream = try await t.sessions.stream(session)
+            _ = try await stream.event("PaymentSessionFetched")
+            try await stream.send(["id": "w", "type": "attempt", "instrument": ["type": .string(wallet)]])
+            _ = try await stream.event("PaymentSessionComplete")
+        }
+        await t.stop()
+    }
+
     @Test("a declined attempt is SessionProblemOccurred; a new attempt then completes")
     func declinedThenNewAttempt() async throws {
         let t = try TestNode()

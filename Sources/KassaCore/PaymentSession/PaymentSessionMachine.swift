@@ -59,6 +59,10 @@ public struct PaymentSessionMachine: Sendable {
         case fallback(restrictTo: [String]?)
         /// The 3-D Secure challenge's answer (cRes) from the client's web view.
         case threeDSecureResult(cres: String)
+        /// The client's web view could not load the challenge; `retry` shows it again.
+        case threeDSecureLoadFailed(reason: String)
+        /// The client could not open the app of a LaunchClientApp (e.g. Swish is not installed).
+        case appLaunchFailed
     }
 
     struct MenuRequest: Sendable, Equatable {
@@ -88,6 +92,9 @@ public struct PaymentSessionMachine: Sendable {
     var challengesShown: Set<String> = []
     var fetchedReported = false
     var failedCall: SessionCall?
+    /// What `retry` does after a 3-D Secure load failure: show the challenge again.
+    var retryShowsChallenge = false
+    var appLaunchFailed = false
     var pollGeneration = 0
     var restoredAnnouncements: Set<String> = []
 
@@ -197,8 +204,14 @@ public struct PaymentSessionMachine: Sendable {
             return .success(callInFlight == nil ? decide() : [])
         case .retry:
             guard phase == .failed else { return .failure(Self.notAllowed("there is nothing to retry (now \(phase.rawValue))")) }
-            phase = instrument == nil ? .starting : .attempting
             lastProblem = nil
+            if retryShowsChallenge {
+                retryShowsChallenge = false
+                challengesShown.removeAll()
+                phase = .attempting
+                return .success(decide())
+            }
+            phase = instrument == nil ? .starting : .attempting
             let call = failedCall.flatMap { $0.isIdempotent ? $0 : nil }
                 ?? SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL)
             failedCall = nil
@@ -215,6 +228,19 @@ public struct PaymentSessionMachine: Sendable {
             guard phase == .threeDSecure || resuming else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
             guard !cres.isEmpty, cres.count <= 10_000 else { return .failure(.badRequest("cres must be the challenge's answer", parameter: "cres")) }
             self.cres = cres
+            return .success(callInFlight == nil ? decide() : [])
+        case .threeDSecureLoadFailed(let reason):
+            guard phase == .threeDSecure else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
+            phase = .failed
+            retryShowsChallenge = true
+            let problem: JSONValue = ["type": "PaymentSession3DSecureLoadFailed", "detail": .string(String(reason.prefix(500))), "retryable": true]
+            lastProblem = problem
+            return .success([.push(PushEvent("SdkProblemOccurred", ["problem": problem, "retryable": true]))])
+        case .appLaunchFailed:
+            guard phase == .attempting, !launched.isEmpty, output?.operation("fail-payment-attempt") != nil else {
+                return .failure(Self.notAllowed("no app launch is pending"))
+            }
+            appLaunchFailed = true
             return .success(callInFlight == nil ? decide() : [])
         }
     }
@@ -246,6 +272,11 @@ public struct PaymentSessionMachine: Sendable {
         if abortRequested, let abort = o.allOperations.first(where: { $0.rel == "abort-payment" }) {
             abortRequested = false
             return [issue(call(abort))]
+        }
+        // The app could not be launched: tell upstream, which answers with the attempt's problem.
+        if appLaunchFailed, let fail = o.operation("fail-payment-attempt") {
+            appLaunchFailed = false
+            return [issue(call(fail, body: ["problemType": "ClientAppLaunchFailed", "errorCode": .null]))]
         }
         // 1. A failed attempt: report it once, then acknowledge it.
         if let problem = o.problem, let ack = problem.operation, ack.rel == "acknowledge-failed-attempt", !acknowledged.contains(ack.href) {
@@ -336,6 +367,14 @@ public struct PaymentSessionMachine: Sendable {
             return effects + [.push(PushEvent("SdkProblemOccurred", ["problem": lastProblem!, "retryable": false]))]
         }
         // 12. The chosen instrument's next step on its method.
+        if let instrument, o.method(instrument.paymentMethod) == nil {
+            endAttempt()
+            phase = .awaitingInstrument
+            let problem: JSONValue = ["type": "InternalInconsistencyError",
+                                      "detail": .string("the session no longer offers \(instrument.paymentMethod)"), "retryable": false]
+            lastProblem = problem
+            return effects + [.push(PushEvent("SdkProblemOccurred", ["problem": problem, "retryable": false]))]
+        }
         if let instrument {
             for rel in ["expand-method", "start-payment-attempt"] {
                 if let op = o.operation(rel, method: instrument.paymentMethod) {

@@ -136,10 +136,14 @@ extension Gateway {
             }
             return .success(.fallback(restrictTo: nil))
         case "3ds":
+            if let failure = body["loadFailed"]?.stringValue { return .success(.threeDSecureLoadFailed(reason: failure)) }
             guard let cres = body["cres"]?.stringValue else { return .failure(.badRequest("cres is required", parameter: "cres")) }
             return .success(.threeDSecureResult(cres: cres))
+        case "appLaunchFailed":
+            return .success(.appLaunchFailed)
         default:
-            return .failure(.badRequest("unknown command type \(type.prefix(40)); use attempt, abort, retry, fallback, 3ds or ping", parameter: "type"))
+            return .failure(.badRequest("unknown command type \(type.prefix(40)); use attempt, abort, retry, fallback, 3ds, appLaunchFailed or ping",
+                                        parameter: "type"))
         }
     }
 

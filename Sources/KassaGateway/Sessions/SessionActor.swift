@@ -80,6 +80,8 @@ actor SessionActor {
         case .retry: return "retry"
         case .fallback: return "fallback"
         case .threeDSecureResult: return "3ds"
+        case .threeDSecureLoadFailed: return "3ds load failed"
+        case .appLaunchFailed: return "app launch failed"
         }
     }
 
