@@ -250,7 +250,7 @@ struct SessionsTests {
         _ = try await first.event("PaymentSessionFetched")
         try await first.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish"]])
         _ = try await first.event("LaunchClientApp")
-        shutdown(first.socket.fd, Int32(SHUT_RDWR))
+        first.connection.close()
         // Completion is produced while no one listens, or while the new stream connects.
         let second = try await c.stream(session, since: first.seqs.last.map(Int64.init))
         _ = try await second.event("PaymentSessionComplete")
@@ -265,7 +265,7 @@ struct SessionsTests {
         let session = try await t.sessions.create()
         let stream = try await t.sessions.stream(session)
         _ = try await stream.event("PaymentSessionFetched")
-        try await onThread { try stream.socket.sendText("{not json") }
+        stream.sendText("{not json")
         let parseError = try await stream.read { $0["ok"] == false }.last!
         #expect(parseError["problem"]?["type"]?.stringValue == "urn:kassa:problem:bad-request")
         try await stream.send(["id": "x", "type": "teleport"])
@@ -273,7 +273,7 @@ struct SessionsTests {
         try await stream.send(["id": "p", "type": "ping"])
         #expect(try await stream.ack("p")["type"]?.stringValue == "pong")
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
-        try await onThread { try stream.socket.sendText(deep) }
+        stream.sendText(deep)
         #expect(try await stream.read { $0["ok"] == false }.last?["problem"] != nil)
         try await stream.send(["id": "y", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await stream.ack("y")["ok"] == true)

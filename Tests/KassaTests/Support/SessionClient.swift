@@ -1,5 +1,6 @@
 import Foundation
 import KassaCore
+import KassaEdge
 import KassaUpstream
 
 /// A thin client for tests: creates sessions over HTTP and follows their
@@ -46,43 +47,53 @@ struct SessionClient {
         try await client.send(UpstreamRequest(url: base + "/v1/sessions/\(session.id)", headers: [("Authorization", "Bearer \(token ?? session.token)")]))
     }
 
-    /// Opens the stream; the socket is ready for `Stream.next`.
+    /// Opens the stream with the libwebsockets client.
     func stream(_ session: Created, since: Int64? = nil, tokenInQuery: Bool = false) async throws -> Stream {
-        let port = self.port
         var path = session.streamUrl + (since.map { "?since=\($0)" } ?? "")
         if tokenInQuery { path += (since == nil ? "?" : "&") + "token=\(session.token)" }
-        let headers = tokenInQuery ? [] : ["Authorization: Bearer \(session.token)"]
-        let target = path
-        return try await onThread {
-            let socket = try RawSocket(port: port, timeoutSeconds: 15)
-            let answer = try socket.upgrade(path: target, headers: headers)
-            guard answer.status == 101 else { throw TestFailure("upgrade answered \(answer.status): \(answer.body)") }
-            return Stream(socket: socket)
-        }
+        let headers = tokenInQuery ? [] : [("Authorization", "Bearer \(session.token)")]
+        let connection = try await sharedWebSocketClient.connect(port: port, path: path, headers: headers)
+        return Stream(connection: connection)
     }
 }
 
+/// One libwebsockets client context for every test.
+let sharedWebSocketClient: WebSocketClient = {
+    do { return try WebSocketClient() } catch { fatalError("\(error)") }
+}()
+
 /// One open session stream.
 final class Stream: @unchecked Sendable {
-    let socket: RawSocket
+    let connection: WebSocketClientConnection
+    private var iterator: AsyncStream<WebSocketClientEvent>.AsyncIterator
     var received: [JSONValue] = []
 
-    init(socket: RawSocket) { self.socket = socket }
+    init(connection: WebSocketClientConnection) {
+        self.connection = connection
+        iterator = connection.events.makeAsyncIterator()
+    }
 
-    /// Reads frames until one satisfies `stop`; returns every frame read (also kept in `received`).
+    /// Reads frames until one satisfies `stop` (15 s at most); returns every frame read.
     func read(until stop: @escaping @Sendable (JSONValue) -> Bool) async throws -> [JSONValue] {
-        try await onThread { [self] in
-            var frames: [JSONValue] = []
-            while let frame = socket.readFrame() {
-                if frame.opcode == 0x8 { throw TestFailure("stream closed with \(frame.closeCode ?? 0); read \(frames.map(\.text))") }
-                guard frame.opcode == 0x1 else { continue }
-                let value = try JSONValue.parse(frame.text)
+        let connection = self.connection
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(15))
+            connection.close()
+        }
+        defer { watchdog.cancel() }
+        var frames: [JSONValue] = []
+        while let event = await iterator.next() {
+            switch event {
+            case .closed(let code):
+                throw TestFailure("stream closed (\(code.map(String.init) ?? "no code")); read \(frames.map(\.text))")
+            case .text(let text):
+                let value = try JSONValue.parse(text)
                 frames.append(value)
                 received.append(value)
                 if stop(value) { return frames }
             }
-            throw TestFailure("stream ended; read \(frames.map(\.text))")
         }
+        throw TestFailure("stream ended; read \(frames.map(\.text))")
     }
 
     func event(_ type: String) async throws -> JSONValue {
@@ -93,9 +104,9 @@ final class Stream: @unchecked Sendable {
         try await read { $0["re"]?.stringValue == id }.last!
     }
 
-    func send(_ command: JSONValue) async throws {
-        try await onThread { [self] in try socket.sendText(command.text) }
-    }
+    func send(_ command: JSONValue) async throws { connection.send(command) }
+
+    func sendText(_ text: String) { connection.send(text) }
 
     /// The seq numbers of the pushed events received so far.
     var seqs: [Int] { received.compactMap { $0["seq"]?.intValue } }

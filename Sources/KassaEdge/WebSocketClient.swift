@@ -1,0 +1,298 @@
+import CLibWebSockets
+import Foundation
+import KassaCore
+import Synchronization
+
+/// What a client connection delivers.
+public enum WebSocketClientEvent: Sendable, Equatable {
+    case text(String)
+    /// The connection ended; the close code the server sent, if any.
+    case closed(UInt16?)
+}
+
+/// Why a client connection could not be made.
+public struct WebSocketClientError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+/// A libwebsockets WebSocket client: one client context and one service
+/// thread for any number of connections (the tests' thin client, and the
+/// load generator's). Like the server, only the service thread touches lws;
+/// other threads post to an outbox and wake it with `lws_cancel_service`.
+///
+/// ```swift
+/// let client = try WebSocketClient()
+/// let ws = try await client.connect(port: 8080, path: "/v1/sessions/\(id)/stream?token=\(t)")
+/// ws.send("{\"id\":\"1\",\"type\":\"ping\"}")
+/// for await event in ws.events { … }
+/// ```
+public final class WebSocketClient: @unchecked Sendable {
+    enum Command {
+        case connect(WebSocketClientConnection, host: String, port: Int, path: String, headers: [(String, String)])
+        case send(UInt64, [UInt8])
+        case close(UInt64)
+        case stop
+    }
+
+    let outbox = Mutex<(commands: [Command], alive: Bool)>(([], true))
+    private(set) var context: OpaquePointer?
+    private var protocols: UnsafeMutablePointer<lws_protocols>?
+    private var protocolName: UnsafeMutablePointer<CChar>?
+    private let exitRequested = Atomic<Bool>(false)
+    private let stopped = DispatchSemaphore(value: 0)
+
+    /// Service-thread confined.
+    var connections: [UInt64: WebSocketClientConnection] = [:]
+    private static let nextID = Atomic<UInt64>(1)
+
+    public init(protocol name: String = "kassa.v1") throws {
+        protocolName = strdup(name)
+        let table = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
+        table.initialize(repeating: lws_protocols(), count: 2)
+        table[0].name = UnsafePointer(protocolName)
+        table[0].callback = kassaClientCallback
+        table[0].rx_buffer_size = 16 * 1024
+        protocols = table
+        var info = lws_context_creation_info()
+        info.port = CONTEXT_PORT_NO_LISTEN
+        info.protocols = UnsafePointer(table)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.count_threads = 1
+        guard let context = lws_create_context(&info) else {
+            throw WebSocketClientError(description: "cannot create the libwebsockets client context")
+        }
+        self.context = context
+        let thread = Thread { [self] in serviceLoop() }
+        thread.name = "kassa-ws-client"
+        thread.start()
+    }
+
+    deinit {
+        shutdown()
+        protocols?.deallocate()
+        free(protocolName)
+    }
+
+    private func serviceLoop() {
+        guard let context else { return }
+        while !exitRequested.load(ordering: .acquiring) {
+            if lws_service(context, 0) < 0 { break }
+        }
+        outbox.withLock { $0.alive = false }
+        lws_context_destroy(context)
+        for connection in connections.values { connection.finish(code: nil) }
+        connections.removeAll()
+        stopped.signal()
+    }
+
+    /// Closes every connection and stops the service thread.
+    public func shutdown() {
+        let wasAlive = outbox.withLock { box -> Bool in
+            guard box.alive, let context else { return false }
+            box.commands.append(.stop)
+            lws_cancel_service(context)
+            return true
+        }
+        if wasAlive { stopped.wait() }
+    }
+
+    func post(_ command: Command) {
+        let context = self.context
+        outbox.withLock { box in
+            guard box.alive, let context else { return }
+            box.commands.append(command)
+            lws_cancel_service(context)
+        }
+    }
+
+    /// Opens a WebSocket to `host:port` at `path` with the client's subprotocol.
+    public func connect(host: String = "127.0.0.1", port: Int, path: String,
+                        headers: [(String, String)] = []) async throws(WebSocketClientError) -> WebSocketClientConnection {
+        let connection = WebSocketClientConnection(id: Self.nextID.add(1, ordering: .relaxed).oldValue, client: self)
+        let opened = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            connection.opened = c
+            post(.connect(connection, host: host, port: port, path: path, headers: headers))
+        }
+        guard opened else { throw WebSocketClientError(description: connection.failure ?? "connection failed") }
+        return connection
+    }
+
+    // MARK: Service thread
+
+    func drain() {
+        let commands = outbox.withLock { box -> [Command] in
+            defer { box.commands.removeAll(keepingCapacity: true) }
+            return box.commands
+        }
+        for command in commands {
+            switch command {
+            case .connect(let connection, let host, let port, let path, let headers):
+                connection.handshakeHeaders = headers
+                connections[connection.id] = connection
+                var wsi: OpaquePointer?
+                let ok = host.withCString { h in
+                    path.withCString { p in
+                        withUnsafeMutablePointer(to: &wsi) { pwsi -> Bool in
+                            var info = lws_client_connect_info()
+                            info.context = context
+                            info.address = h
+                            info.host = h
+                            info.origin = h
+                            info.port = Int32(port)
+                            info.path = p
+                            info.protocol = UnsafePointer(protocolName)
+                            info.local_protocol_name = UnsafePointer(protocolName)
+                            info.userdata = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
+                            info.pwsi = pwsi
+                            return lws_client_connect_via_info(&info) != nil
+                        }
+                    }
+                }
+                if !ok {
+                    connections[connection.id] = nil
+                    connection.failOpen("cannot start a connection to \(host):\(port)")
+                }
+            case .send(let id, let frame):
+                guard let connection = connections[id], let wsi = connection.wsi else { continue }
+                connection.outbound.append(frame)
+                lws_callback_on_writable(wsi)
+            case .close(let id):
+                guard let connection = connections[id], let wsi = connection.wsi else { continue }
+                connection.closing = true
+                lws_callback_on_writable(wsi)
+            case .stop:
+                exitRequested.store(true, ordering: .releasing)
+            }
+        }
+    }
+
+    func handle(wsi: OpaquePointer, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
+                input: UnsafeMutableRawPointer?, len: Int) -> Int32 {
+        if reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED {
+            drain()
+            return 0
+        }
+        let id = UInt64(UInt(bitPattern: user))
+        guard id != 0, let connection = connections[id] else { return lws_callback_http_dummy(wsi, reason, user, input, len) }
+        switch reason {
+        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            guard let input else { return 0 }
+            let p = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+            guard let start = p.pointee else { return 0 }
+            let end = start + len
+            for (name, value) in connection.handshakeHeaders {
+                if lws_add_http_header_by_name(wsi, name.lowercased() + ":", value, Int32(value.utf8.count), p, end) != 0 { return -1 }
+            }
+            return 0
+        case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            connection.wsi = wsi
+            connection.resolveOpen(true)
+            return 0
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            let why = input.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: len).prefix(while: { $0 != 0 }), as: UTF8.self) }
+            connections[id] = nil
+            connection.failOpen(why ?? "connection error")
+            connection.finish(code: nil)
+            return 0
+        case LWS_CALLBACK_CLIENT_RECEIVE:
+            if let input, len > 0 { connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len)) }
+            if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
+                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self)))
+                connection.message = []
+            }
+            return 0
+        case LWS_CALLBACK_CLIENT_WRITEABLE:
+            if !connection.outbound.isEmpty {
+                var frame = connection.outbound.removeFirst()
+                let pre = kassa_lws_pre
+                let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, LWS_WRITE_TEXT) }
+                if n < 0 { return -1 }
+                if !connection.outbound.isEmpty || connection.closing { lws_callback_on_writable(wsi) }
+                return 0
+            }
+            if connection.closing {
+                lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
+                return -1
+            }
+            return 0
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let input, len >= 2 {
+                let b = input.assumingMemoryBound(to: UInt8.self)
+                connection.closeCode = UInt16(b[0]) << 8 | UInt16(b[1])
+            }
+            return 0
+        case LWS_CALLBACK_CLIENT_CLOSED:
+            connections[id] = nil
+            connection.wsi = nil
+            connection.finish(code: connection.closeCode)
+            return 0
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, len)
+        }
+    }
+}
+
+/// One client WebSocket. `events` yields each text message, then `.closed`.
+public final class WebSocketClientConnection: @unchecked Sendable {
+    public let id: UInt64
+    public let events: AsyncStream<WebSocketClientEvent>
+    private let continuation: AsyncStream<WebSocketClientEvent>.Continuation
+    private weak var client: WebSocketClient?
+
+    // Service-thread confined.
+    var wsi: OpaquePointer?
+    var opened: CheckedContinuation<Bool, Never>?
+    var failure: String?
+    var handshakeHeaders: [(String, String)] = []
+    var message: [UInt8] = []
+    var outbound: [[UInt8]] = []
+    var closing = false
+    var closeCode: UInt16?
+    private var finished = false
+
+    init(id: UInt64, client: WebSocketClient) {
+        self.id = id
+        self.client = client
+        (events, continuation) = AsyncStream.makeStream()
+    }
+
+    public func send(_ text: String) {
+        var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
+        frame.append(contentsOf: text.utf8)
+        client?.post(.send(id, frame))
+    }
+
+    public func send(_ json: JSONValue) { send(json.text) }
+
+    /// Closes with 1000 after what is queued.
+    public func close() { client?.post(.close(id)) }
+
+    func resolveOpen(_ ok: Bool) {
+        opened?.resume(returning: ok)
+        opened = nil
+    }
+
+    func failOpen(_ why: String) {
+        failure = why
+        resolveOpen(false)
+    }
+
+    func deliver(_ event: WebSocketClientEvent) { continuation.yield(event) }
+
+    func finish(code: UInt16?) {
+        resolveOpen(false)
+        guard !finished else { return }
+        finished = true
+        continuation.yield(.closed(code))
+        continuation.finish()
+    }
+}
+
+func kassaClientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons,
+                         _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
+    guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, len)
+    }
+    let client = Unmanaged<WebSocketClient>.fromOpaque(raw).takeUnretainedValue()
+    return client.handle(wsi: wsi, reason: reason, user: user, input: input, len: len)
+}
