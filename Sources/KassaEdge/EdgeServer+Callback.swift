@@ -442,12 +442,14 @@ extension EdgeServer {
             var buffer = [CChar](repeating: 0, count: length + 1)
             guard lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index) >= 0 else { break }
             let fragment = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            index += 1
+            // A bare "?" reaches us from lws as an argument "/": it is no argument.
+            if fragment.isEmpty || fragment == "/" { continue }
             if let eq = fragment.firstIndex(of: "=") {
                 result.append((String(fragment[..<eq]), String(fragment[fragment.index(after: eq)...])))
             } else {
                 result.append((fragment, ""))
             }
-            index += 1
         }
         return result
     }

@@ -42,6 +42,8 @@ public struct RequestContext: Sendable {
     public let parameters: [String: String]
     public let requestID: String
     public let routeName: String
+    /// The W3C trace id this request belongs to (from `traceparent`, or new).
+    public let traceID: String
 }
 
 /// One row of a routing table; `App` is the object whose handlers it calls.
@@ -76,10 +78,10 @@ public struct Router<App: Sendable>: Sendable {
     public init(_ routes: [Route<App>]) { self.routes = routes }
 
     /// Runs the matching route, or answers 404 / 405 (with `Allow`) problems.
-    public func respond(_ app: App, _ request: HTTPRequest, requestID: String) async -> (route: String, response: HTTPResponse) {
+    public func respond(_ app: App, _ request: HTTPRequest, requestID: String, traceID: String = "") async -> (route: String, response: HTTPResponse) {
         switch match(request.method, request.path) {
         case .found(let route, let parameters):
-            let context = RequestContext(request: request, parameters: parameters, requestID: requestID, routeName: route.name)
+            let context = RequestContext(request: request, parameters: parameters, requestID: requestID, routeName: route.name, traceID: traceID)
             return (route.name, await route.handler(app, context))
         case .methodNotAllowed(let allowed):
             let list = allowed.map(\.rawValue).joined(separator: ", ")

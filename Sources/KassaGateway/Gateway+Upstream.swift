@@ -35,6 +35,7 @@ extension Gateway {
     func callUpstream(_ call: UpstreamCall) async -> Result<UpstreamResponse, UpstreamError> {
         let path = Redaction.redactTokens(URLComponents(string: call.url)?.path ?? call.url)
         var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
+        if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
         var bodyBytes: [UInt8]?
         if let body = call.body {
             headers.append(("Content-Type", "application/json"))

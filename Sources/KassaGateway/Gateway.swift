@@ -17,6 +17,8 @@ public final class Gateway: EdgeHandler {
     private let edgeReference = Mutex<EdgeServer?>(nil)
     let sessions = SessionRegistry()
     let idempotencyInFlight = Mutex<Set<String>>([])
+    /// Admin page connections following the event log, by connection, with their session filter.
+    let adminStreams = Mutex<[UInt64: String?]>([:])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
 
     public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) {
@@ -25,6 +27,7 @@ public final class Gateway: EdgeHandler {
         self.upstream = upstream
         self.logger = logger
         self.router = Router(Gateway.routes)
+        store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
     }
 
     /// The edge that serves this gateway, for WebSocket sends.
@@ -39,7 +42,8 @@ public final class Gateway: EdgeHandler {
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
         let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
-        var (routeName, response) = await router.respond(self, request, requestID: requestID)
+        let traceID = TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
+        var (routeName, response) = await router.respond(self, request, requestID: requestID, traceID: traceID)
         if response.contentType == Problem.contentType {
             response = Self.stampInstance(response, requestID: requestID)
         }
@@ -50,13 +54,25 @@ public final class Gateway: EdgeHandler {
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         if routeName != "health" {
             store.eventLog.append(LogEvent(
-                atMs: Self.nowMs(), kind: "http.request", level: response.status >= 500 ? .error : .info,
+                atMs: Self.nowMs(), sessionID: Self.sessionID(of: request, routeName: routeName, response: response),
+                kind: "http.request", level: response.status >= 500 ? .error : .info,
                 summary: "\(request.method.rawValue) \(request.path) → \(response.status)", durationMs: ms, status: response.status,
-                traceID: requestID,
+                traceID: traceID,
                 data: ["method": .string(request.method.rawValue), "path": .string(request.path), "route": .string(routeName),
                        "remote": .string(request.remoteAddress), "requestId": .string(requestID)]))
         }
         return response
+    }
+
+    /// The session a request concerns: from its path, or for a create, from the answer.
+    static func sessionID(of request: HTTPRequest, routeName: String, response: HTTPResponse) -> String? {
+        if routeName == "sessions.create", response.status == 201 {
+            return (try? JSONValue.parse(response.body))?["id"]?.stringValue
+        }
+        guard routeName.hasPrefix("sessions.") else { return nil }
+        let parts = request.path.split(separator: "/")
+        guard parts.count >= 3, PaymentURLHelper.isSafeID(String(parts[2])) else { return nil }
+        return String(parts[2])
     }
 
     static func stampInstance(_ response: HTTPResponse, requestID: String) -> HTTPResponse {

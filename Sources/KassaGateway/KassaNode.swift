@@ -16,12 +16,14 @@ public final class KassaNode: Sendable {
     /// The embedded simulator, when no upstream URL was configured.
     public let simulator: Simulator?
     let logger: Logger
+    private let retentionTask: Task<Void, Never>
 
     public var port: Int { edge.port }
 
     /// Opens the database, starts the edge; throws a message fit for the operator.
     public init(edge edgeConfiguration: EdgeConfiguration, gateway gatewayConfiguration: GatewayConfiguration,
-                databasePath: String, durability: Store.Durability = .normal, logger: Logger) throws {
+                databasePath: String, durability: Store.Durability = .normal, retention: Retention = Retention(),
+                logger: Logger) throws {
         var edgeConfiguration = edgeConfiguration
         edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
         store = try Store.open(path: databasePath, durability: durability)
@@ -44,9 +46,19 @@ public final class KassaNode: Sendable {
         self.logger = logger
         gateway.attach(edge)
         gateway.recoverSessions()
+        let store = self.store
+        retentionTask = Task {
+            while !Task.isCancelled {
+                do { try await retention.run(store, nowMs: Gateway.nowMs()) } catch {
+                    logger.error("retention failed", metadata: ["error": "\(error)"])
+                }
+                try? await Task.sleep(for: .seconds(retention.intervalSeconds))
+            }
+        }
         do {
             try edge.start()
         } catch {
+            retentionTask.cancel()
             upstream.shutdown()
             if let simulator { Task { await simulator.stop() } }
             throw error
@@ -57,6 +69,7 @@ public final class KassaNode: Sendable {
     /// Graceful stop: the edge drains (WebSockets closed with 1001, in-flight
     /// requests answered), then the event log is flushed and closed.
     public func stop() async {
+        retentionTask.cancel()
         await edge.stop()
         store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.stop", summary: "stopped"))
         await store.close()

@@ -71,7 +71,7 @@ extension Gateway {
 
         let result = await callUpstream(UpstreamCall(operation: "initiate-consumer-session", method: "POST",
                                                      url: upstreamURL("/psp/consumers"), body: input.document,
-                                                     traceID: context.requestID))
+                                                     traceID: context.traceID))
         return forward(result) { document in
             Self.operation(document, rel: "view-consumer-identification") != nil
                 ? nil : "the Swedbank Pay answer holds no view-consumer-identification operation"
@@ -84,7 +84,7 @@ extension Gateway {
         case .success(let parsed): input = parsed
         case .failure(let refusal): return refusal.response
         }
-        switch await createPaymentOrder(input, traceID: context.requestID) {
+        switch await createPaymentOrder(input, traceID: context.traceID) {
         case .failure(let refusal): return refusal.response
         case .success(let created): return created.response
         }
@@ -100,7 +100,7 @@ extension Gateway {
 
     /// Validates a `{"paymentorder": {…}}` document, gives it Kassa's payee
     /// reference, creates it upstream and stores it (seed 000).
-    func createPaymentOrder(_ input: JSONInput, traceID: String) async -> Result<CreatedPaymentOrder, Refusal> {
+    func createPaymentOrder(_ input: JSONInput, traceID: String, sessionID: String? = nil) async -> Result<CreatedPaymentOrder, Refusal> {
         var input = input
         guard var order = input.object("paymentorder") else {
             return .failure(Refusal(response: MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)))
@@ -130,7 +130,8 @@ extension Gateway {
         body["paymentorder"] = .object(order)
 
         let result = await callUpstream(UpstreamCall(operation: "create-paymentorder", method: "POST",
-                                                     url: upstreamURL("/psp/paymentorders"), body: .object(body), traceID: traceID))
+                                                     url: upstreamURL("/psp/paymentorders"), body: .object(body), traceID: traceID,
+                                                     sessionID: sessionID))
         var recorded: (id: String, setInstrument: String?, document: JSONValue)?
         var response = forward(result) { document in
             guard Self.operation(document, rel: "view-paymentorder") != nil else {
@@ -150,7 +151,7 @@ extension Gateway {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
             return .failure(Refusal(response: .problem(.internalError("the payment order was created upstream but could not be stored"))))
         }
-        store.eventLog.append(LogEvent(atMs: Self.nowMs(), kind: "paymentorder.created", summary: "payment order \(recorded.id)",
+        store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "paymentorder.created", summary: "payment order \(recorded.id)",
                                        traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))
         if recorded.setInstrument != nil {
@@ -188,7 +189,7 @@ extension Gateway {
         guard isAllowedUpstream(href) else { return MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
 
         let result = await callUpstream(UpstreamCall(operation: "update-paymentorder-setinstrument", method: "PATCH",
-                                                     url: href, body: input.document, traceID: context.requestID))
+                                                     url: href, body: input.document, traceID: context.traceID))
         let response = forward(result) { _ in nil }
         guard (200..<300).contains(response.status) else { return response }
         return Self.addMobileSDK(response, payeeReference: reference)

@@ -23,17 +23,29 @@ extension Gateway {
         Route(.POST, "/v1/sessions/{id}/app-launch-failed", "sessions.app-launch-failed") { g, c in await g.sessionCommand(c, type: "appLaunchFailed") },
         // The WebSocket GET /v1/sessions/{id}/stream is accepted in Gateway+Stream.swift (an upgrade, not a route).
 
+        // Support API (admin token) and the admin page
+        Route(.GET, "/v1/admin/events", "admin.events") { g, c in await g.adminEvents(c) },
+        Route(.GET, "/v1/admin/sessions", "admin.sessions") { g, c in await g.adminSessions(c) },
+        Route(.GET, "/v1/admin/sessions/{id}/timeline", "admin.timeline") { g, c in await g.adminTimeline(c) },
+        Route(.GET, "/admin/", "admin.page") { _, _ in .page(AdminPage.html) },
+        // The WebSocket GET /v1/admin/stream (live events for the admin page) is accepted in Gateway+AdminStream.swift.
+
         // The demo checkout page (a thin client to copy)
-        Route(.GET, "/demo/", "demo") { _, _ in
-            HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
-                         headers: [("content-security-policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self' ws: wss:"),
-                                   ("cache-control", "no-store")],
-                         body: Array(DemoPage.html.utf8))
-        },
+        Route(.GET, "/demo/", "demo") { _, _ in .page(DemoPage.html) },
 
         // Operations
         Route(.GET, "/healthz", "health") { g, c in await g.healthz(c) },
         Route(.GET, "/readyz", "ready") { g, c in await g.readyz(c) },
         Route(.GET, "/openapi.yaml", "openapi") { _, _ in .text(OpenAPI.document, contentType: "application/yaml") },
     ]
+}
+
+extension HTTPResponse {
+    /// One of the gateway's static pages: its script inline, talking only to this origin.
+    static func page(_ html: String) -> HTTPResponse {
+        HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
+                     headers: [("content-security-policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self' ws: wss:"),
+                               ("cache-control", "no-store"), ("x-content-type-options", "nosniff")],
+                     body: Array(html.utf8))
+    }
 }

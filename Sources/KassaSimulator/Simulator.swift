@@ -55,7 +55,8 @@ public final class Simulator: EdgeHandler {
     public static func start(_ configuration: Configuration) throws(EdgeStartError) -> Simulator {
         let simulator = Simulator(configuration: configuration)
         let edge = EdgeServer(configuration: EdgeConfiguration(host: configuration.host, port: configuration.port,
-                                                               maxBodyBytes: 1 << 20, shutdownGraceSeconds: 0.5),
+                                                               maxBodyBytes: 1 << 20, shutdownGraceSeconds: 0.5,
+                                                               customHeaderNames: ["traceparent"]),
                               handler: simulator)
         try edge.start()
         simulator.edgeReference.withLock { $0 = edge }
@@ -77,8 +78,12 @@ public final class Simulator: EdgeHandler {
 
     // MARK: EdgeHandler
 
+    /// The last `traceparent` header received (tests check that traces propagate).
+    public var lastTraceparent: String? { state.withLock { $0.lastTraceparent } }
+
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
         let routeName = router.match(request.method, request.path).routeName
+        if let traceparent = request.headers["traceparent"] { state.withLock { $0.lastTraceparent = traceparent } }
         let fault = state.withLock { $0.drawFault(route: routeName, request: request) }
         switch fault {
         case .latency(let ms)?:
@@ -136,6 +141,7 @@ struct SimulatorState {
     var sessions: [String: SimulatedSession] = [:]
     var sessionOrders: [String: String] = [:]
     var consumerSessions = 0
+    var lastTraceparent: String?
 
     /// The fault for this request: a `sim-fault:<fault>` magic value in the
     /// body or query wins, then the rules in order, each drawn at its rate.

@@ -22,6 +22,7 @@ public final class EventLog: Sendable {
 
     private let pool: DatabasePool
     private let queue = Mutex<Queue>(Queue())
+    private let observers = Mutex<[@Sendable ([LogEvent]) -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -30,6 +31,12 @@ public final class EventLog: Sendable {
         let thread = Thread { [self] in writerLoop() }
         thread.name = "kassa-eventlog"
         thread.start()
+    }
+
+    /// Calls `observer` on the writer thread with each committed batch (ids set).
+    /// It must return quickly: the admin page's live timeline uses it.
+    public func onCommit(_ observer: @escaping @Sendable ([LogEvent]) -> Void) {
+        observers.withLock { $0.append(observer) }
     }
 
     /// Queues an event; it is durable once a later `flush()` returns.
@@ -86,9 +93,15 @@ public final class EventLog: Sendable {
             }
             if !batch.isEmpty {
                 do {
-                    try pool.write { db in
-                        for event in batch { try Self.insert(event, db) }
+                    let committed = try pool.write { db -> [LogEvent] in
+                        var stored = batch
+                        for i in stored.indices {
+                            try Self.insert(stored[i], db)
+                            stored[i].id = db.lastInsertedRowID
+                        }
+                        return stored
                     }
+                    for observer in observers.withLock({ $0 }) { observer(committed) }
                     let ready = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
                         q.written += UInt64(batch.count)
                         q.batches += 1

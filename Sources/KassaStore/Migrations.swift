@@ -3,7 +3,7 @@ import GRDB
 /// The schema, one versioned step at a time. Steps are never edited once
 /// released; a change is a new step.
 enum Migrations {
-    static let names = ["v1-events", "v2-payment-orders", "v3-sessions"]
+    static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -61,6 +61,17 @@ enum Migrations {
                     created_at_ms INTEGER NOT NULL,
                     PRIMARY KEY (scope, key)
                 );
+                """)
+        }
+        migrator.registerMigration("v4-session-search") { db in
+            try db.execute(sql: """
+                ALTER TABLE sessions ADD COLUMN trace_id TEXT;
+                ALTER TABLE sessions ADD COLUMN msisdn_suffix TEXT;
+                ALTER TABLE sessions ADD COLUMN last_problem_type TEXT;
+                CREATE INDEX sessions_by_payment_order ON sessions(payment_order_id);
+                CREATE INDEX sessions_by_msisdn_suffix ON sessions(msisdn_suffix);
+                CREATE INDEX sessions_by_created ON sessions(created_at_ms);
+                CREATE INDEX events_by_kind ON events(kind, id);
                 """)
         }
         return migrator

@@ -14,9 +14,17 @@ extension Store {
         public var phase: String
         public var createdAtMs: Int64
         public var updatedAtMs: Int64
+        public var traceID: String?
+        /// The last four digits of the MSISDN of the latest Swish attempt, for support searches.
+        public var msisdnSuffix: String?
+        public var lastProblemType: String?
 
         public init(id: String, clientTokenSHA256: String, viewHref: String, payeeReference: String?, paymentOrderID: String?,
-                    phase: String, createdAtMs: Int64, updatedAtMs: Int64) {
+                    phase: String, createdAtMs: Int64, updatedAtMs: Int64, traceID: String? = nil, msisdnSuffix: String? = nil,
+                    lastProblemType: String? = nil) {
+            self.traceID = traceID
+            self.msisdnSuffix = msisdnSuffix
+            self.lastProblemType = lastProblemType
             self.id = id
             self.clientTokenSHA256 = clientTokenSHA256
             self.viewHref = viewHref
@@ -30,22 +38,37 @@ extension Store {
         init(row: Row) {
             self.init(id: row["id"], clientTokenSHA256: row["client_token_sha256"], viewHref: row["view_href"],
                       payeeReference: row["payee_reference"], paymentOrderID: row["payment_order_id"], phase: row["phase"],
-                      createdAtMs: row["created_at_ms"], updatedAtMs: row["updated_at_ms"])
+                      createdAtMs: row["created_at_ms"], updatedAtMs: row["updated_at_ms"], traceID: row["trace_id"],
+                      msisdnSuffix: row["msisdn_suffix"], lastProblemType: row["last_problem_type"])
         }
     }
 
     public func insertSession(_ s: SessionRecord) async throws {
         try await pool.write { db in
             try db.execute(sql: """
-                INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs, s.updatedAtMs])
+                INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
+                                     trace_id, msisdn_suffix, last_problem_type)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
+                                  s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType])
         }
     }
 
     public func updateSessionPhase(id: String, phase: String, atMs: Int64) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?", arguments: [phase, atMs, id])
+        }
+    }
+
+    /// Records what support searches by: the MSISDN suffix of an attempt, the last problem type.
+    public func updateSessionSearchFields(id: String, msisdnSuffix: String? = nil, lastProblemType: String? = nil) async throws {
+        try await pool.write { db in
+            if let msisdnSuffix {
+                try db.execute(sql: "UPDATE sessions SET msisdn_suffix = ? WHERE id = ?", arguments: [msisdnSuffix, id])
+            }
+            if let lastProblemType {
+                try db.execute(sql: "UPDATE sessions SET last_problem_type = ? WHERE id = ?", arguments: [lastProblemType, id])
+            }
         }
     }
 

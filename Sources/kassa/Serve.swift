@@ -53,6 +53,10 @@ struct Serve: AsyncParsableCommand {
     var publicURL: String?
     @Option(name: .customLong("ios-trampoline-url"), help: "The back-link page the iOS payment url helper redirects to. (KASSA_IOS_TRAMPOLINE_URL, default Swedbank Pay's)")
     var iosTrampolineURL: String?
+    @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
+    var retentionDays: Int?
+    @Option(name: .customLong("retention-max-bytes"), help: "Largest size of the live data; the oldest events go first. (KASSA_RETENTION_MAX_BYTES, default 1073741824)")
+    var retentionMaxBytes: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. (KASSA_LOG_LEVEL, default info)")
     var logLevel: String?
 
@@ -107,7 +111,10 @@ struct Serve: AsyncParsableCommand {
 
         let node: KassaNode
         do {
-            node = try KassaNode(edge: edge, gateway: gateway, databasePath: databasePath, durability: durabilityChoice, logger: logger)
+            let retention = Retention(maxAgeDays: Double(try setting(retentionDays, "KASSA_RETENTION_DAYS", default: 30)),
+                                      maxBytes: Int64(try setting(retentionMaxBytes, "KASSA_RETENTION_MAX_BYTES", default: 1 << 30)))
+            node = try KassaNode(edge: edge, gateway: gateway, databasePath: databasePath, durability: durabilityChoice,
+                                 retention: retention, logger: logger)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             printToTerminal("kassa: \(error)")

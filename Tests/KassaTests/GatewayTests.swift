@@ -91,7 +91,8 @@ struct GatewayTests {
         let events = try t.node.store.eventLog.events().filter { $0.kind == "http.request" }
         #expect(events.count == 1)
         #expect(events.first?.status == 404)
-        #expect(events.first?.traceID == "abc-123")
+        #expect(events.first?.data?["requestId"]?.stringValue == "abc-123")
+        #expect(events.first.map { TraceContext.isTraceID($0.traceID ?? "") } == true)
         #expect(events.first?.data?["path"]?.stringValue == "/no/such/thing")
         await t.stop()
     }

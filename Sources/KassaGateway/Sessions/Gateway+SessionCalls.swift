@@ -7,7 +7,7 @@ extension Gateway {
 
     /// One upstream call for a session, retried by the retry policy when that
     /// is safe: reads always, writes only when no connection was ever made.
-    func performSessionCall(_ call: SessionCall, sessionID: String) async -> SessionCallOutcome {
+    func performSessionCall(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome {
         guard isAllowedUpstream(call.href) else {
             return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
         }
@@ -16,7 +16,7 @@ extension Gateway {
         var retry = 0
         while true {
             let result = await callUpstream(UpstreamCall(operation: call.rel, method: call.method, url: call.href, body: call.body,
-                                                         traceID: sessionID, sessionID: sessionID))
+                                                         traceID: traceID, sessionID: sessionID))
             let reason: String
             var neverSent = false
             switch result {
@@ -44,14 +44,14 @@ extension Gateway {
                   let delay = configuration.sessionRetry.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
             else {
                 store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
-                                               summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"),
+                                               summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"), traceID: traceID,
                                                data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
                                                       "reason": .string(Redaction.redactTokens(reason))]))
                 return .failed(reason)
             }
             retry += 1
             store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
-                                           summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"),
+                                           summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"), traceID: traceID,
                                            data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
             try? await Task.sleep(for: .milliseconds(delay))
         }

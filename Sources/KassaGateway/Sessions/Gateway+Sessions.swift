@@ -33,6 +33,7 @@ extension Gateway {
         case .success(let parsed): input = parsed
         case .failure(let problem): return .problem(.badRequest("the body \(problem.description)", parameter: problem.field))
         }
+        let id = Secrets.randomHex(bytes: 16)
         var href: String
         var payeeReference: String?
         var paymentOrderID: String?
@@ -42,7 +43,7 @@ extension Gateway {
             }
             href = given
         } else if let order = input.object("paymentOrder", required: false) {
-            switch await createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.requestID) {
+            switch await createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID, sessionID: id) {
             case .failure(let refusal): return refusal.response
             case .success(let created):
                 guard let view = Self.operation(created.document, rel: "view-paymentsession")?["href"]?.stringValue,
@@ -58,21 +59,20 @@ extension Gateway {
             return .problem(.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body"))
         }
 
-        let id = Secrets.randomHex(bytes: 16)
         let token = Secrets.randomHex(bytes: 24)
         let now = Self.nowMs()
         let record = Store.SessionRecord(id: id, clientTokenSHA256: SHA256.hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
-                                         createdAtMs: now, updatedAtMs: now)
+                                         createdAtMs: now, updatedAtMs: now, traceID: context.traceID)
         do { try await store.insertSession(record) } catch {
             return .problem(.serviceUnavailable("the session cannot be stored: \(Store.reason(error))"))
         }
-        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256,
+        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: context.traceID,
                                  machine: PaymentSessionMachine(sessionURL: href, pollIntervalMs: configuration.sessionPollIntervalMs),
                                  history: [], gateway: self)
         sessions.add(actor)
         store.eventLog.append(LogEvent(atMs: now, sessionID: id, kind: "session.created", summary: "session created",
-                                       traceID: context.requestID,
+                                       traceID: context.traceID,
                                        data: ["payeeReference": payeeReference.map { .string($0) } ?? .null,
                                               "paymentOrder": paymentOrderID.map { .string($0) } ?? .null,
                                               "viewPaymentSession": .string(Redaction.redactURLQuery(href))]))
@@ -166,7 +166,8 @@ extension Gateway {
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
         let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: history.map(\.type),
                                             pollIntervalMs: configuration.sessionPollIntervalMs)
-        return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256, machine: machine, history: history, gateway: self)
+        return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
+                            traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, gateway: self)
     }
 
     /// Picks up the sessions a previous run left unfinished and re-reads them upstream.

@@ -6,6 +6,7 @@ import KassaEdge
 /// `{"re": id, "ok": true}` or `{"re": id, "ok": false, "problem": …}`.
 extension Gateway {
     public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
+        if upgrade.path == Self.adminStreamPath { return shouldAcceptAdminStream(upgrade) }
         guard let id = Self.streamPattern.match(upgrade.path)?["id"] else {
             return .problem(.notFound("no WebSocket route for \(upgrade.path)"))
         }
@@ -20,10 +21,12 @@ extension Gateway {
     }
 
     public func webSocketOpened(_ upgrade: WebSocketUpgrade) {
+        if upgrade.path == Self.adminStreamPath { return adminStreamOpened(upgrade) }
         guard let id = Self.streamPattern.match(upgrade.path)?["id"], let actor = sessions.session(id) else { return }
         let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
         sessions.follow(connection: upgrade.connectionID, session: id)
         store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
+                                       traceID: actor.traceID,
                                        data: ["connection": .number(Double(upgrade.connectionID)), "since": .number(Double(since)),
                                               "remote": .string(upgrade.remoteAddress)]))
         let connection = upgrade.connectionID
@@ -58,9 +61,10 @@ extension Gateway {
     }
 
     public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {
+        adminStreams.withLock { _ = $0.removeValue(forKey: connectionID) }
         guard let id = sessions.unfollow(connection: connectionID) else { return }
         store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.close",
-                                       summary: "closed\(code.map { " with \($0)" } ?? "")",
+                                       summary: "closed\(code.map { " with \($0)" } ?? "")", traceID: sessions.session(id)?.traceID,
                                        data: ["connection": .number(Double(connectionID)), "code": code.map { .number(Double($0)) } ?? .null]))
         if let actor = sessions.session(id) { Task { await actor.unsubscribe(connectionID) } }
     }

@@ -29,6 +29,8 @@ enum SessionCallOutcome: Sendable {
 actor SessionActor {
     let id: String
     let clientTokenSHA256: String
+    /// The W3C trace id of the request that created the session; every call and event carries it.
+    let traceID: String
     private unowned let gateway: Gateway
     private var machine: PaymentSessionMachine
     private var pushes: [SequencedPush] = []
@@ -39,8 +41,9 @@ actor SessionActor {
     /// Restored sessions that had already ended are never started again.
     nonisolated let initialPhaseIsTerminal: Bool
 
-    init(id: String, clientTokenSHA256: String, machine: PaymentSessionMachine, history: [SequencedPush], gateway: Gateway) {
+    init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush], gateway: Gateway) {
         self.id = id
+        self.traceID = traceID
         self.clientTokenSHA256 = clientTokenSHA256
         self.machine = machine
         self.gateway = gateway
@@ -60,14 +63,19 @@ actor SessionActor {
     /// A client command; the problem says why it was refused.
     func command(_ command: PaymentSessionMachine.Command, source: String) async -> Problem? {
         gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "client.command",
-                                               summary: "\(source): \(Self.name(command))", data: ["command": .string(Self.name(command))]))
+                                               summary: "\(source): \(Self.name(command))", traceID: traceID,
+                                               data: ["command": .string(Self.name(command)), "source": .string(source)]))
+        if case .attempt(.swish(let msisdn?)) = command {
+            let store = gateway.store, id = self.id
+            Task { try? await store.updateSessionSearchFields(id: id, msisdnSuffix: String(msisdn.suffix(4))) }
+        }
         switch machine.command(command) {
         case .success(let effects):
             await run(effects)
             return nil
         case .failure(let problem):
             gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "problem", level: .warning,
-                                                   summary: "command refused: \(problem.detail ?? problem.title)",
+                                                   summary: "command refused: \(problem.detail ?? problem.title)", traceID: traceID,
                                                    data: ["problem": problem.json]))
             return problem
         }
@@ -116,11 +124,15 @@ actor SessionActor {
                 pushes.append(push)
                 gateway.store.eventLog.append(LogEvent(atMs: push.atMs, sessionID: id, seq: push.seq, kind: "push.sent",
                                                        level: event.type.hasSuffix("ProblemOccurred") ? .warning : .info,
-                                                       summary: event.type, data: Redaction.redact(event.data)))
+                                                       summary: event.type, traceID: traceID, data: Redaction.redact(event.data)))
+                if event.type.hasSuffix("ProblemOccurred"), let type = event.data["problem"]?["type"]?.stringValue {
+                    let store = gateway.store, id = self.id
+                    Task { try? await store.updateSessionSearchFields(id: id, lastProblemType: type) }
+                }
                 fresh = true
             case .call(let call):
-                Task { [gateway, id] in
-                    let outcome = await gateway.performSessionCall(call, sessionID: id)
+                Task { [gateway, id, traceID] in
+                    let outcome = await gateway.performSessionCall(call, sessionID: id, traceID: traceID)
                     await self.deliver(outcome, for: call)
                 }
             case .schedulePoll(let afterMs, let generation):
@@ -153,7 +165,7 @@ actor SessionActor {
         let from = lastPhase
         lastPhase = phase
         gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "state.transition",
-                                               summary: "\(from.rawValue) → \(phase.rawValue)",
+                                               summary: "\(from.rawValue) → \(phase.rawValue)", traceID: traceID,
                                                data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))
         gateway.sessionPhaseChanged(id: id, phase: phase)
     }

@@ -1,0 +1,197 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaStore
+
+/// The support API (`/v1/admin/…`, admin token): find sessions, list events,
+/// read a session's timeline. Bad filters get a 400 naming the parameter.
+extension Gateway {
+    func hasAdminToken(_ headers: HTTPHeaders, query: [(name: String, value: String)]) -> Bool {
+        guard let token = Self.clientToken(headers, query: query), !token.isEmpty else { return false }
+        return Secrets.constantTimeEquals(token, configuration.adminToken)
+    }
+
+    static func adminUnauthorized() -> HTTPResponse {
+        unauthorized("the admin token is required (Authorization: Bearer)")
+    }
+
+    func adminEvents(_ context: RequestContext) async -> HTTPResponse {
+        guard hasAdminToken(context.request.headers, query: context.request.query) else { return Self.adminUnauthorized() }
+        let query: Store.EventQuery
+        do { query = try SupportQuery.events(context.request.query) } catch { return .problem(error.problem) }
+        do {
+            let found = try store.searchEvents(query)
+            let next = found.count == query.limit ? found.last?.id.map { String($0) } : nil
+            return .json(["events": .array(found.map(Self.eventJSON)), "nextCursor": next.map { .string($0) } ?? .null])
+        } catch {
+            return .problem(.serviceUnavailable("the event log cannot be read: \(Store.reason(error))"))
+        }
+    }
+
+    func adminSessions(_ context: RequestContext) async -> HTTPResponse {
+        guard hasAdminToken(context.request.headers, query: context.request.query) else { return Self.adminUnauthorized() }
+        let query: Store.SessionQuery
+        do { query = try SupportQuery.sessions(context.request.query) } catch { return .problem(error.problem) }
+        do {
+            let found = try store.searchSessions(query)
+            let next = found.count == query.limit ? found.last.map { "\($0.createdAtMs).\($0.id)" } : nil
+            return .json(["sessions": .array(found.map(Self.sessionJSON)), "nextCursor": next.map { .string($0) } ?? .null])
+        } catch {
+            return .problem(.serviceUnavailable("the session store cannot be read: \(Store.reason(error))"))
+        }
+    }
+
+    func adminTimeline(_ context: RequestContext) async -> HTTPResponse {
+        guard hasAdminToken(context.request.headers, query: context.request.query) else { return Self.adminUnauthorized() }
+        let id = context.parameters["id"] ?? ""
+        guard PaymentURLHelper.isSafeID(id) else { return .problem(.badRequest("id must be a session id", parameter: "id")) }
+        do {
+            guard let record = try store.session(id: id) else { return .problem(.notFound("no session \(id)")) }
+            let events = try store.timeline(sessionID: id)
+            let start = events.first?.atMs ?? record.createdAtMs
+            var previous = start
+            let steps: [JSONValue] = events.map { event in
+                var json = Self.eventJSON(event).objectValue ?? [:]
+                json["sinceStartMs"] = .number(Double(event.atMs - start))
+                json["sincePreviousMs"] = .number(Double(event.atMs - previous))
+                previous = event.atMs
+                return .object(json)
+            }
+            return .json(["session": Self.sessionJSON(record), "events": .array(steps),
+                          "durationMs": .number(Double((events.last?.atMs ?? start) - start))])
+        } catch {
+            return .problem(.serviceUnavailable("the event log cannot be read: \(Store.reason(error))"))
+        }
+    }
+
+    static func eventJSON(_ e: LogEvent) -> JSONValue {
+        var o: [String: JSONValue] = ["id": e.id.map { .number(Double($0)) } ?? .null, "at": .string(iso8601(ms: e.atMs)),
+                                      "atMs": .number(Double(e.atMs)), "kind": .string(e.kind), "level": .string(e.level.rawValue),
+                                      "summary": .string(e.summary)]
+        if let v = e.sessionID { o["session"] = .string(v) }
+        if let v = e.seq { o["seq"] = .number(Double(v)) }
+        if let v = e.durationMs { o["durationMs"] = .number((v * 1000).rounded() / 1000) }
+        if let v = e.status { o["status"] = .number(Double(v)) }
+        if let v = e.traceID { o["traceId"] = .string(v) }
+        if let v = e.data { o["data"] = v }
+        return .object(o)
+    }
+
+    static func sessionJSON(_ s: Store.SessionRecord) -> JSONValue {
+        ["id": .string(s.id), "state": .string(s.phase), "payeeReference": s.payeeReference.map { .string($0) } ?? .null,
+         "paymentOrder": s.paymentOrderID.map { .string($0) } ?? .null, "msisdnSuffix": s.msisdnSuffix.map { .string($0) } ?? .null,
+         "lastProblemType": s.lastProblemType.map { .string($0) } ?? .null, "traceId": s.traceID.map { .string($0) } ?? .null,
+         "created": .string(iso8601(ms: s.createdAtMs)), "updated": .string(iso8601(ms: s.updatedAtMs))]
+    }
+}
+
+/// Reads and checks the support API's query parameters (also used by `kassa events`).
+public enum SupportQuery {
+    public struct Invalid: Error, Equatable {
+        public let parameter: String
+        public let reason: String
+        public var problem: Problem { .badRequest("\(parameter) \(reason)", parameter: parameter) }
+    }
+
+    static let phases = ["starting", "awaitingInstrument", "attempting", "threeDSecure", "paymentMenu", "failed", "completed", "canceled", "ended"]
+
+    public static func events(_ query: [(name: String, value: String)]) throws(Invalid) -> Store.EventQuery {
+        var q = Store.EventQuery()
+        for (name, value) in query where !name.isEmpty {
+            switch name {
+            case "session": q.sessionID = try sessionID(value, "session")
+            case "kind":
+                let kinds = value.split(separator: ",").map(String.init)
+                guard !kinds.isEmpty, kinds.count <= 20, kinds.allSatisfy({ $0.count <= 40 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0 == ".") } })
+                else { throw Invalid(parameter: "kind", reason: "must be event kinds such as upstream.response, comma-separated") }
+                q.kinds = kinds
+            case "level":
+                guard let level = LogEvent.Level(rawValue: value) else { throw Invalid(parameter: "level", reason: "must be debug, info, warning or error") }
+                q.minimumLevel = level
+            case "from": q.fromMs = try time(value, "from")
+            case "to": q.toMs = try time(value, "to")
+            case "q":
+                guard value.count <= 200 else { throw Invalid(parameter: "q", reason: "must be at most 200 characters") }
+                q.text = value
+            case "trace":
+                guard TraceContext.isTraceID(value) else { throw Invalid(parameter: "trace", reason: "must be a 32-digit trace id") }
+                q.traceID = value
+            case "cursor":
+                guard let id = Int64(value), id >= 0 else { throw Invalid(parameter: "cursor", reason: "must be a cursor from a previous page") }
+                q.afterID = id
+            case "limit": q.limit = try limit(value, maximum: 1_000)
+            case "token": break
+            default: throw Invalid(parameter: name, reason: "is not a filter of this list")
+            }
+        }
+        try checkRange(q.fromMs, q.toMs)
+        return q
+    }
+
+    public static func sessions(_ query: [(name: String, value: String)]) throws(Invalid) -> Store.SessionQuery {
+        var q = Store.SessionQuery()
+        for (name, value) in query where !name.isEmpty {
+            switch name {
+            case "id": q.id = try sessionID(value, "id")
+            case "payeeReference":
+                guard !value.isEmpty, value.count <= 30, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                    throw Invalid(parameter: "payeeReference", reason: "must be 1 to 30 letters and digits")
+                }
+                q.payeeReference = value
+            case "paymentOrder":
+                guard !value.isEmpty, value.count <= 200, !value.contains(where: { $0.isWhitespace }) else {
+                    throw Invalid(parameter: "paymentOrder", reason: "must be a payment order id such as /psp/paymentorders/…")
+                }
+                q.paymentOrderID = value
+            case "msisdn":
+                guard (4...15).contains(value.count), value.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw Invalid(parameter: "msisdn", reason: "must be the last 4 or more digits of an MSISDN")
+                }
+                q.msisdnSuffix = String(value.suffix(4))
+            case "state":
+                guard phases.contains(value) else { throw Invalid(parameter: "state", reason: "must be one of \(phases.joined(separator: ", "))") }
+                q.phase = value
+            case "problemType":
+                guard !value.isEmpty, value.count <= 300 else { throw Invalid(parameter: "problemType", reason: "must be a problem type") }
+                q.problemType = value
+            case "from": q.fromMs = try time(value, "from")
+            case "to": q.toMs = try time(value, "to")
+            case "cursor":
+                let parts = value.split(separator: ".")
+                guard parts.count == 2, let ms = Int64(parts[0]), PaymentURLHelper.isSafeID(String(parts[1])) else {
+                    throw Invalid(parameter: "cursor", reason: "must be a cursor from a previous page")
+                }
+                q.before = (ms, String(parts[1]))
+            case "limit": q.limit = try limit(value, maximum: 500)
+            case "token": break
+            default: throw Invalid(parameter: name, reason: "is not a filter of this list")
+            }
+        }
+        try checkRange(q.fromMs, q.toMs)
+        return q
+    }
+
+    static func sessionID(_ value: String, _ parameter: String) throws(Invalid) -> String {
+        guard PaymentURLHelper.isSafeID(value) else { throw Invalid(parameter: parameter, reason: "must be a session id (hex digits)") }
+        return value
+    }
+
+    static func limit(_ value: String, maximum: Int) throws(Invalid) -> Int {
+        guard let n = Int(value), (1...maximum).contains(n) else { throw Invalid(parameter: "limit", reason: "must be a whole number from 1 to \(maximum)") }
+        return n
+    }
+
+    static func checkRange(_ from: Int64?, _ to: Int64?) throws(Invalid) {
+        if let from, let to, to <= from { throw Invalid(parameter: "to", reason: "must be after from") }
+    }
+
+    /// Milliseconds since 1970 from an ISO 8601 time or a number of milliseconds.
+    public static func time(_ value: String, _ parameter: String) throws(Invalid) -> Int64 {
+        if let ms = Int64(value), ms >= 0 { return ms }
+        if let date = try? Date(value, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) ?? nil {
+            return Int64(date.timeIntervalSince1970 * 1000)
+        }
+        if let date = try? Date(value, strategy: Date.ISO8601FormatStyle()) { return Int64(date.timeIntervalSince1970 * 1000) }
+        throw Invalid(parameter: parameter, reason: "must be an ISO 8601 time (2026-11-22T10:00:00Z) or milliseconds since 1970")
+    }
+}

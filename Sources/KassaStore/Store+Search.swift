@@ -1,0 +1,156 @@
+import Foundation
+import GRDB
+import KassaCore
+
+/// The support queries: events by filters, sessions by what support knows,
+/// one session's timeline. Every value is a bound parameter, never SQL text.
+extension Store {
+    public struct EventQuery: Sendable, Equatable {
+        public var sessionID: String?
+        public var kinds: [String] = []
+        public var minimumLevel: LogEvent.Level?
+        public var fromMs: Int64?
+        public var toMs: Int64?
+        public var text: String?
+        public var traceID: String?
+        /// Only events after this id (the cursor).
+        public var afterID: Int64?
+        public var limit: Int = 100
+
+        public init() {}
+    }
+
+    public func searchEvents(_ q: EventQuery) throws -> [LogEvent] {
+        var clauses: [String] = []
+        var arguments: StatementArguments = []
+        if let s = q.sessionID { clauses.append("session_id = ?"); arguments += [s] }
+        if !q.kinds.isEmpty {
+            clauses.append("kind IN (\(q.kinds.map { _ in "?" }.joined(separator: ",")))")
+            arguments += StatementArguments(q.kinds)
+        }
+        if let level = q.minimumLevel {
+            let levels = LogEvent.Level.allCases.drop(while: { $0 != level }).map(\.rawValue)
+            clauses.append("level IN (\(levels.map { _ in "?" }.joined(separator: ",")))")
+            arguments += StatementArguments(levels)
+        }
+        if let from = q.fromMs { clauses.append("at_ms >= ?"); arguments += [from] }
+        if let to = q.toMs { clauses.append("at_ms < ?"); arguments += [to] }
+        if let trace = q.traceID { clauses.append("trace_id = ?"); arguments += [trace] }
+        if let text = q.text, !text.isEmpty {
+            let pattern = "%" + Self.escapeLike(text) + "%"
+            clauses.append("(summary LIKE ? ESCAPE '\\' OR data LIKE ? ESCAPE '\\')")
+            arguments += [pattern, pattern]
+        }
+        if let after = q.afterID { clauses.append("id > ?"); arguments += [after] }
+        let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+        arguments += [q.limit]
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
+                .map(EventLog.event(from:))
+        }
+    }
+
+    public struct SessionQuery: Sendable, Equatable {
+        public var id: String?
+        public var payeeReference: String?
+        public var paymentOrderID: String?
+        public var msisdnSuffix: String?
+        public var phase: String?
+        public var problemType: String?
+        public var fromMs: Int64?
+        public var toMs: Int64?
+        /// Only sessions created before this point (the cursor: newest first).
+        public var before: (createdAtMs: Int64, id: String)?
+        public var limit: Int = 50
+
+        public init() {}
+
+        public static func == (a: SessionQuery, b: SessionQuery) -> Bool {
+            a.id == b.id && a.payeeReference == b.payeeReference && a.paymentOrderID == b.paymentOrderID
+                && a.msisdnSuffix == b.msisdnSuffix && a.phase == b.phase && a.problemType == b.problemType
+                && a.fromMs == b.fromMs && a.toMs == b.toMs && a.before?.createdAtMs == b.before?.createdAtMs
+                && a.before?.id == b.before?.id && a.limit == b.limit
+        }
+    }
+
+    /// Sessions, newest first.
+    public func searchSessions(_ q: SessionQuery) throws -> [SessionRecord] {
+        var clauses: [String] = []
+        var arguments: StatementArguments = []
+        if let v = q.id { clauses.append("id = ?"); arguments += [v] }
+        if let v = q.payeeReference { clauses.append("payee_reference = ?"); arguments += [v] }
+        if let v = q.paymentOrderID { clauses.append("payment_order_id = ?"); arguments += [v] }
+        if let v = q.msisdnSuffix { clauses.append("msisdn_suffix = ?"); arguments += [v] }
+        if let v = q.phase { clauses.append("phase = ?"); arguments += [v] }
+        if let v = q.problemType { clauses.append("last_problem_type = ?"); arguments += [v] }
+        if let v = q.fromMs { clauses.append("created_at_ms >= ?"); arguments += [v] }
+        if let v = q.toMs { clauses.append("created_at_ms < ?"); arguments += [v] }
+        if let before = q.before {
+            clauses.append("(created_at_ms < ? OR (created_at_ms = ? AND id < ?))")
+            arguments += [before.createdAtMs, before.createdAtMs, before.id]
+        }
+        let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+        arguments += [q.limit]
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM sessions \(whereClause) ORDER BY created_at_ms DESC, id DESC LIMIT ?", arguments: arguments)
+                .map(SessionRecord.init(row:))
+        }
+    }
+
+    /// Every event of one session, in time order.
+    public func timeline(sessionID: String, limit: Int = 5_000) throws -> [LogEvent] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM events WHERE session_id = ? ORDER BY at_ms, id LIMIT ?", arguments: [sessionID, limit])
+                .map(EventLog.event(from:))
+        }
+    }
+
+    /// `%`, `_` and `\` match themselves in a LIKE pattern built from user text.
+    static func escapeLike(_ s: String) -> String {
+        var out = ""
+        for c in s {
+            if c == "%" || c == "_" || c == "\\" { out.append("\\") }
+            out.append(c)
+        }
+        return out
+    }
+
+    // MARK: Retention
+
+    /// Deletes events older than `olderThanMs`, and ended sessions with them.
+    @discardableResult
+    public func deleteEvents(olderThanMs cutoff: Int64, endedPhases: [String]) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM events WHERE at_ms < ?", arguments: [cutoff])
+            let deleted = db.changesCount
+            let marks = endedPhases.map { _ in "?" }.joined(separator: ",")
+            try db.execute(sql: "DELETE FROM sessions WHERE updated_at_ms < ? AND phase IN (\(marks))",
+                           arguments: StatementArguments([cutoff]) + StatementArguments(endedPhases))
+            try db.execute(sql: "DELETE FROM idempotency WHERE created_at_ms < ?", arguments: [cutoff])
+            return deleted
+        }
+    }
+
+    /// Deletes the oldest `count` events.
+    @discardableResult
+    public func deleteOldestEvents(_ count: Int) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?)", arguments: [count])
+            return db.changesCount
+        }
+    }
+
+    /// Bytes the database holds in live pages (the file less its free pages).
+    public func usedBytes() throws -> Int64 {
+        try pool.read { db in
+            let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            return (pages - free) * size
+        }
+    }
+
+    public func eventCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events") ?? 0 }
+    }
+}
