@@ -41,7 +41,7 @@ func runPython(_ arguments: [String], environment extra: [String: String] = [:])
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        try process.run()
+        try launch(process)
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -52,4 +52,14 @@ func runPython(_ arguments: [String], environment extra: [String: String] = [:])
 func testsPath(_ relative: String) -> String {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent(relative).path
+}
+
+/// Foundation's `Process.run()` is not safe to call from several threads at
+/// once on Linux (it crashed here copying the environment): launches take turns.
+private let processLaunchLock = NSLock()
+
+func launch(_ process: Process) throws {
+    processLaunchLock.lock()
+    defer { processLaunchLock.unlock() }
+    try process.run()
 }

@@ -24,15 +24,22 @@ final class KassaProcess: @unchecked Sendable {
         process.environment = env
         process.standardOutput = output
         process.standardError = errors
-        output.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            self?.lock.withLock { self?.stdoutData.append(d) }
+        try launch(process)
+        // Plain read(2) on threads of their own: Foundation's readability handlers
+        // stop the process on EINTR (a SIGCHLD arriving mid-read).
+        drain(output.fileHandleForReading.fileDescriptor) { [weak self] d in self?.lock.withLock { self?.stdoutData.append(d) } }
+        drain(errors.fileHandleForReading.fileDescriptor) { [weak self] d in self?.lock.withLock { self?.stderrData.append(d) } }
+    }
+
+    private func drain(_ fd: Int32, _ sink: @escaping @Sendable (Data) -> Void) {
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n > 0 { sink(Data(buffer[0..<n])) } else if n < 0 && errno == EINTR { continue } else { break }
+            }
         }
-        errors.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            self?.lock.withLock { self?.stderrData.append(d) }
-        }
-        try process.run()
+        thread.start()
     }
 
     var stdout: String { lock.withLock { String(decoding: stdoutData, as: UTF8.self) } }
