@@ -78,12 +78,12 @@ const admin = {
   async open(id) {
     const body = await this.get(`/v1/admin/sessions/${id}/timeline`);
     if (!body) return;
-    document.getElementById("timelineTitle").textContent = `${id} (${body.session.state})`;
     document.querySelector("#timeline tbody").textContent = "";
     this.shown = new Set();
     this.start = body.events.length ? body.events[0].atMs : 0;
     this.previous = this.start;
     for (const e of body.events) this.add(e);
+    document.getElementById("timelineTitle").textContent = `${id} (${body.session.state})`;
     this.follow(id);
   },
 
@@ -120,6 +120,9 @@ const admin = {
     tr.dataset.kind = e.kind; tr.dataset.summary = e.summary;
     this.previous = e.atMs;
     document.querySelector("#timeline tbody").appendChild(tr);
+    if (e.kind === "state.transition" && e.data && e.data.to) {
+      document.getElementById("timelineTitle").textContent = `${e.session} (${e.data.to})`;
+    }
   },
 
   row(values, classes = []) {

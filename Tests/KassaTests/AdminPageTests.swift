@@ -1,0 +1,44 @@
+import Foundation
+import KassaCore
+import Testing
+
+/// The admin page in real headless Chromium: search, timeline, live updates.
+@Suite("Admin page (Chromium)")
+struct AdminPageTests {
+    @Test("finds a payment by payee reference, shows its timeline with the problem highlighted, and follows a live one")
+    func timelineInChromium() async throws {
+        let t = try TestNode()
+        // A payment with a declined attempt, then a successful one.
+        let done = try await t.sessions.create()
+        let s = try await t.sessions.stream(done)
+        _ = try await s.event("PaymentSessionFetched")
+        try await s.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
+        _ = try await s.event("SessionProblemOccurred")
+        var accepted = false
+        for i in 0..<50 where !accepted {
+            try await s.send(["id": .string("a\(i)"), "type": "attempt", "instrument": ["type": "ApplePay"]])
+            accepted = try await s.ack("a\(i)")["ok"] == true
+        }
+        _ = try await s.event("PaymentSessionComplete")
+        let payeeReference = try #require(try t.node.store.session(id: done.id)?.payeeReference)
+
+        // A second one, still waiting for the payer when the page opens it.
+        let live = try await t.sessions.create()
+        let ls = try await t.sessions.stream(live)
+        _ = try await ls.event("PaymentSessionFetched")
+
+        let control = t.dir.file("control")
+        let screenshot = testsPath("../test-artifacts/admin-timeline.png")
+        try FileManager.default.createDirectory(atPath: testsPath("../test-artifacts"), withIntermediateDirectories: true)
+        let page = Task { try await runPython([testsPath("python/admin_timeline.py"), t.base, "test-admin", payeeReference, live.id, control, screenshot]) }
+        // When the page follows the live session, complete it: the page must show it without a reload.
+        let deadline = Date().addingTimeInterval(30)
+        while !FileManager.default.fileExists(atPath: control) && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try await ls.send(["id": "go", "type": "attempt", "instrument": ["type": "GooglePay"]])
+        _ = try await ls.event("PaymentSessionComplete")
+        let (status, output) = try await page.value
+        #expect(status == 0, "\(output.suffix(3000))")
+        #expect(FileManager.default.fileExists(atPath: screenshot))
+        await t.stop()
+    }
+}
