@@ -10,8 +10,14 @@ public final class EventLog: Sendable {
     public static let maxBatch = 1_000
     public static let maxDelay = 0.010
 
+    /// An event with its details already serialised, so the writer thread only writes.
+    struct Pending {
+        var event: LogEvent
+        var dataText: String?
+    }
+
     struct Queue {
-        var events: [LogEvent] = []
+        var events: [Pending] = []
         var appended: UInt64 = 0
         var written: UInt64 = 0
         var running = true
@@ -41,8 +47,9 @@ public final class EventLog: Sendable {
 
     /// Queues an event; it is durable once a later `flush()` returns.
     public func append(_ event: LogEvent) {
+        let pending = Pending(event: event, dataText: event.data?.text)
         let full = queue.withLock { q -> Bool in
-            q.events.append(event)
+            q.events.append(pending)
             q.appended += 1
             return q.events.count >= Self.maxBatch
         }
@@ -85,7 +92,7 @@ public final class EventLog: Sendable {
     private func writerLoop() {
         while true {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
-            let (batch, running) = queue.withLock { q -> ([LogEvent], Bool) in
+            let (batch, running) = queue.withLock { q -> ([Pending], Bool) in
                 let n = min(q.events.count, Self.maxBatch)
                 let batch = Array(q.events.prefix(n))
                 q.events.removeFirst(n)
@@ -94,10 +101,13 @@ public final class EventLog: Sendable {
             if !batch.isEmpty {
                 do {
                     let committed = try pool.write { db -> [LogEvent] in
-                        var stored = batch
-                        for i in stored.indices {
-                            try Self.insert(stored[i], db)
-                            stored[i].id = db.lastInsertedRowID
+                        var stored: [LogEvent] = []
+                        stored.reserveCapacity(batch.count)
+                        for pending in batch {
+                            try Self.insert(pending, db)
+                            var event = pending.event
+                            event.id = db.lastInsertedRowID
+                            stored.append(event)
                         }
                         return stored
                     }
@@ -139,13 +149,15 @@ public final class EventLog: Sendable {
         }
     }
 
-    static func insert(_ event: LogEvent, _ db: Database) throws {
+    static func insert(_ pending: Pending, _ db: Database) throws {
+        let event = pending.event
         let statement = try db.cachedStatement(sql: """
             INSERT INTO events(at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
-        try statement.execute(arguments: [event.atMs, event.sessionID, event.seq, event.kind, event.level.rawValue,
-                                          event.summary, event.durationMs, event.status, event.traceID, event.data?.text])
+        statement.setUncheckedArguments([event.atMs, event.sessionID, event.seq, event.kind, event.level.rawValue,
+                                         event.summary, event.durationMs, event.status, event.traceID, pending.dataText])
+        try statement.execute()
     }
 
     // MARK: Reading

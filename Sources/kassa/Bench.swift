@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+import KassaCore
+import KassaStore
+
+/// Benchmarks run by the scripts in bench/ (not part of the test suite).
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Benchmarks (see bench/README.md).",
+        shouldDisplay: false,
+        subcommands: [EventLogBench.self]
+    )
+}
+
+/// Sustained append rate, then timeline and payee-reference query latency with millions of rows.
+struct EventLogBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "eventlog")
+
+    @Option(help: "Database file to create (it is deleted first).")
+    var db: String
+    @Option(help: "Events to append.")
+    var events: Int = 5_000_000
+    @Option(help: "Events per session.")
+    var perSession: Int = 25
+    @Option(help: "Query samples per query kind.")
+    var samples: Int = 2_000
+
+    func run() async throws {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: db + suffix) }
+        let store = try Store.open(path: db)
+        let sessions = max(events / perSession, 1)
+        let ids = (0..<sessions).map { String(format: "%032x", $0 &* 2_654_435_761) }
+        let start0 = Int64(Date().timeIntervalSince1970 * 1000) - Int64(events)
+        let data: JSONValue = ["method": "POST", "path": "/psp/paymentsessions/…a1b2c3/methods/Swish/attempts", "operation": "start-payment-attempt",
+                               "body": ["msisdn": "…0001", "culture": "sv-SE", "client": ["userAgent": "Kassa/0.1", "clientType": "Native"]]]
+
+        // Sessions rows for the payee-reference search.
+        let sessionsStarted = ContinuousClock.now
+        try await store.pool.write { db in
+            for (i, id) in ids.enumerated() {
+                try db.execute(sql: """
+                    INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms)
+                    VALUES (?, '', '', ?, ?, 'completed', ?, ?)
+                    """, arguments: [id, "K\(String(format: "%028x", i))", "/psp/paymentorders/\(i)", start0 + Int64(i * perSession), start0])
+            }
+        }
+        let sessionsSeconds = seconds(sessionsStarted.duration(to: .now))
+
+        // Appends as the gateway makes them: queued, committed in batches by the writer thread.
+        let appendStarted = ContinuousClock.now
+        for i in 0..<events {
+            store.eventLog.append(LogEvent(atMs: start0 + Int64(i), sessionID: ids[i % sessions], seq: nil, kind: "upstream.request",
+                                           summary: "POST /psp/paymentsessions/…a1b2c3/methods/Swish/attempts (start-payment-attempt)",
+                                           traceID: "4bf92f3577b34da6a3ce929d0e0e4736", data: data))
+            if i % 100_000 == 99_999 {
+                // Keep the queue bounded like a live gateway would see it: wait for the writer to catch up.
+                while store.eventLog.pendingCount > 200_000 { try await Task.sleep(for: .milliseconds(1)) }
+            }
+        }
+        await store.eventLog.flush()
+        let appendSeconds = seconds(appendStarted.duration(to: .now))
+
+        var random = SystemRandomNumberGenerator()
+        var timeline: [Double] = [], byReference: [Double] = []
+        for _ in 0..<samples {
+            let i = Int.random(in: 0..<sessions, using: &random)
+            let t0 = ContinuousClock.now
+            let rows = try store.timeline(sessionID: ids[i])
+            timeline.append(seconds(t0.duration(to: .now)) * 1000)
+            precondition(rows.count == perSession || events < perSession * sessions, "timeline returned \(rows.count)")
+            var q = Store.SessionQuery()
+            q.payeeReference = "K\(String(format: "%028x", i))"
+            let t1 = ContinuousClock.now
+            let found = try store.searchSessions(q)
+            byReference.append(seconds(t1.duration(to: .now)) * 1000)
+            precondition(found.count == 1)
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: db)[.size] as? Int) ?? 0
+        let report: JSONValue = [
+            "events": .number(Double(events)), "sessions": .number(Double(sessions)), "databaseBytes": .number(Double(size)),
+            "appendSeconds": .number(appendSeconds), "appendEventsPerSecond": .number((Double(events) / appendSeconds).rounded()),
+            "batches": .number(Double(store.eventLog.batchCount)), "sessionInsertSeconds": .number(sessionsSeconds),
+            "timelineMs": percentiles(timeline), "payeeReferenceSearchMs": percentiles(byReference),
+        ]
+        print(report.text)
+        await store.close()
+    }
+
+    func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+
+    func percentiles(_ samples: [Double]) -> JSONValue {
+        let sorted = samples.sorted()
+        func p(_ q: Double) -> JSONValue { .number((sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] * 1000).rounded() / 1000) }
+        return ["p50": p(0.5), "p90": p(0.9), "p99": p(0.99), "max": .number(((sorted.last ?? 0) * 1000).rounded() / 1000)]
+    }
+}
