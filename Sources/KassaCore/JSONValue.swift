@@ -102,8 +102,17 @@ extension JSONValue {
     }
 
     public static func writeString(_ s: String, into out: inout [UInt8]) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escaping: copy them whole.
+        let plain = s.utf8.withContiguousStorageIfAvailable { bytes in
+            !bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C })
+        } ?? false
+        if plain {
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
         for byte in s.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])

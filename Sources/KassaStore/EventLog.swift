@@ -51,7 +51,7 @@ public final class EventLog: Sendable {
         let full = queue.withLock { q -> Bool in
             q.events.append(pending)
             q.appended += 1
-            return q.events.count >= Self.maxBatch
+            return q.events.count == Self.maxBatch
         }
         if full { wake.signal() }
     }
@@ -92,13 +92,16 @@ public final class EventLog: Sendable {
     private func writerLoop() {
         while true {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
-            let (batch, running) = queue.withLock { q -> ([Pending], Bool) in
-                let n = min(q.events.count, Self.maxBatch)
-                let batch = Array(q.events.prefix(n))
-                q.events.removeFirst(n)
-                return (batch, q.running)
+            // Take everything queued at once (no shifting of a long queue), then commit it
+            // in transactions of at most `maxBatch` events.
+            let (taken, running) = queue.withLock { q -> ([Pending], Bool) in
+                defer { q.events.removeAll(keepingCapacity: false) }
+                return (q.events, q.running)
             }
-            if !batch.isEmpty {
+            var start = 0
+            while start < taken.count {
+                let end = min(start + Self.maxBatch, taken.count)
+                let batch = taken[start..<end]
                 do {
                     let committed = try pool.write { db -> [LogEvent] in
                         var stored: [LogEvent] = []
@@ -117,31 +120,30 @@ public final class EventLog: Sendable {
                         q.batches += 1
                         q.lastError = nil
                         let written = q.written
-                        let (due, waiting) = (q.waiters.filter { $0.target <= written }, q.waiters.filter { $0.target > written })
-                        q.waiters = waiting
+                        let due = q.waiters.filter { $0.target <= written }
+                        q.waiters.removeAll { $0.target <= written }
                         return due.map(\.continuation)
                     }
                     for c in ready { c.resume() }
+                    start = end
                 } catch {
-                    // Keep the batch: it goes first on the next try. The error shows in /readyz.
+                    // Keep what is not written: it goes first on the next try. The error shows in /readyz.
                     queue.withLock { q in
-                        q.events.insert(contentsOf: batch, at: 0)
+                        q.events.insert(contentsOf: taken[start...], at: 0)
                         q.lastError = Store.reason(error)
                     }
                     Thread.sleep(forTimeInterval: 0.1)
-                    continue
+                    start = taken.count
                 }
-                let more = queue.withLock { !$0.events.isEmpty }
-                if more { wake.signal() }
             }
             if !running {
-                let rest = queue.withLock { q -> Bool in q.events.isEmpty }
-                if rest {
-                    let waiters = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
-                        defer { q.waiters = [] }
-                        return q.waiters.map(\.continuation)
-                    }
-                    for c in waiters { c.resume() }
+                let done = queue.withLock { q -> [CheckedContinuation<Void, Never>]? in
+                    guard q.events.isEmpty else { return nil }
+                    defer { q.waiters = [] }
+                    return q.waiters.map(\.continuation)
+                }
+                if let done {
+                    for c in done { c.resume() }
                     stopped.signal()
                     return
                 }

@@ -71,7 +71,6 @@ enum Migrations {
                 CREATE INDEX sessions_by_payment_order ON sessions(payment_order_id);
                 CREATE INDEX sessions_by_msisdn_suffix ON sessions(msisdn_suffix);
                 CREATE INDEX sessions_by_created ON sessions(created_at_ms);
-                CREATE INDEX events_by_kind ON events(kind, id);
                 """)
         }
         return migrator

@@ -32,6 +32,12 @@ public final class Store: Sendable {
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+            // A larger page cache keeps the event indexes' hot pages in memory: with the
+            // default 2 MiB, appends to a multi-GiB log spend their time re-reading pages.
+            try db.execute(sql: "PRAGMA cache_size = -65536")
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            // Checkpoint every ~16 MiB of WAL rather than every 4 MiB: fewer copies under a steady append load.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
         }
         let pool: DatabasePool
         do {

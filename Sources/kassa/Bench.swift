@@ -22,6 +22,8 @@ struct EventLogBench: AsyncParsableCommand {
     var events: Int = 5_000_000
     @Option(help: "Events per session.")
     var perSession: Int = 25
+    @Option(help: "Sessions active at once: events go round-robin over them, and a finished one is replaced by a new one.")
+    var concurrent: Int = 2_000
     @Option(help: "Query samples per query kind.")
     var samples: Int = 2_000
 
@@ -29,7 +31,8 @@ struct EventLogBench: AsyncParsableCommand {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: db + suffix) }
         let store = try Store.open(path: db)
         let sessions = max(events / perSession, 1)
-        let ids = (0..<sessions).map { String(format: "%032x", $0 &* 2_654_435_761) }
+        // Time-ordered ids, as the gateway makes them (creation ms, then random digits).
+        let ids = (0..<sessions).map { String(format: "%010x", 1_790_000_000_000 + $0) + String(format: "%022x", UInt64.random(in: 0...UInt64.max) >> 8) }
         let start0 = Int64(Date().timeIntervalSince1970 * 1000) - Int64(events)
         let data: JSONValue = ["method": "POST", "path": "/psp/paymentsessions/…a1b2c3/methods/Swish/attempts", "operation": "start-payment-attempt",
                                "body": ["msisdn": "…0001", "culture": "sv-SE", "client": ["userAgent": "Kassa/0.1", "clientType": "Native"]]]
@@ -48,8 +51,12 @@ struct EventLogBench: AsyncParsableCommand {
 
         // Appends as the gateway makes them: queued, committed in batches by the writer thread.
         let appendStarted = ContinuousClock.now
+        // Session k is active from event (k / concurrent) * concurrent * perSession on, for `concurrent * perSession` events.
+        let window = max(min(concurrent, sessions), 1)
         for i in 0..<events {
-            store.eventLog.append(LogEvent(atMs: start0 + Int64(i), sessionID: ids[i % sessions], seq: nil, kind: "upstream.request",
+            let round = i / (window * perSession)
+            let session = min(round * window + i % window, sessions - 1)
+            store.eventLog.append(LogEvent(atMs: start0 + Int64(i), sessionID: ids[session], seq: nil, kind: "upstream.request",
                                            summary: "POST /psp/paymentsessions/…a1b2c3/methods/Swish/attempts (start-payment-attempt)",
                                            traceID: "4bf92f3577b34da6a3ce929d0e0e4736", data: data))
             if i % 100_000 == 99_999 {
