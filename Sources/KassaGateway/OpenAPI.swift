@@ -22,6 +22,10 @@ components:
       type: http
       scheme: bearer
       description: the session's client token from POST /v1/sessions (or ?token= on the stream)
+    adminToken:
+      type: http
+      scheme: bearer
+      description: the admin token (--admin-token)
   schemas:
     Problem:
       type: object
@@ -154,7 +158,40 @@ components:
       properties:
         ok: {type: boolean}
         session: {$ref: '#/components/schemas/SessionSnapshot'}
+    Event:
+      type: object
+      required: [id, at, atMs, kind, level, summary]
+      properties:
+        id: {type: integer}
+        at: {type: string, format: date-time}
+        atMs: {type: integer}
+        session: {type: string}
+        seq: {type: integer}
+        kind: {type: string, example: upstream.response}
+        level: {type: string, enum: [debug, info, warning, error]}
+        summary: {type: string}
+        durationMs: {type: number}
+        status: {type: integer}
+        traceId: {type: string}
+        data: {type: object, additionalProperties: true}
+        sinceStartMs: {type: number}
+        sincePreviousMs: {type: number}
+    SessionRecord:
+      type: object
+      required: [id, state, created, updated]
+      properties:
+        id: {type: string}
+        state: {type: string}
+        payeeReference: {type: string, nullable: true}
+        paymentOrder: {type: string, nullable: true}
+        msisdnSuffix: {type: string, nullable: true}
+        lastProblemType: {type: string, nullable: true}
+        traceId: {type: string, nullable: true}
+        created: {type: string, format: date-time}
+        updated: {type: string, format: date-time}
   parameters:
+    From: {name: from, in: query, required: false, description: ISO 8601 time or epoch milliseconds, schema: {type: string}}
+    To: {name: to, in: query, required: false, description: ISO 8601 time or epoch milliseconds (after from), schema: {type: string}}
     SessionID:
       name: id
       in: path
@@ -406,6 +443,86 @@ paths:
       responses:
         '202': {$ref: '#/components/responses/Accepted'}
         default: {$ref: '#/components/responses/Problem'}
+  /v1/admin/sessions:
+    get:
+      summary: Find sessions (support)
+      security: [{adminToken: []}]
+      parameters:
+        - {name: id, in: query, required: false, schema: {type: string}}
+        - {name: payeeReference, in: query, required: false, schema: {type: string}}
+        - {name: paymentOrder, in: query, required: false, schema: {type: string}}
+        - {name: msisdn, in: query, required: false, description: the last 4 or more digits, schema: {type: string}}
+        - {name: state, in: query, required: false, schema: {type: string}}
+        - {name: problemType, in: query, required: false, schema: {type: string}}
+        - {$ref: '#/components/parameters/From'}
+        - {$ref: '#/components/parameters/To'}
+        - {name: cursor, in: query, required: false, schema: {type: string}}
+        - {name: limit, in: query, required: false, schema: {type: integer, minimum: 1, maximum: 500}}
+      responses:
+        '200':
+          description: Sessions, newest first
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [sessions, nextCursor]
+                properties:
+                  sessions: {type: array, items: {$ref: '#/components/schemas/SessionRecord'}}
+                  nextCursor: {type: string, nullable: true}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/admin/events:
+    get:
+      summary: List events (support)
+      security: [{adminToken: []}]
+      parameters:
+        - {name: session, in: query, required: false, schema: {type: string}}
+        - {name: kind, in: query, required: false, description: comma-separated kinds, schema: {type: string}}
+        - {name: level, in: query, required: false, description: this level and above, schema: {type: string, enum: [debug, info, warning, error]}}
+        - {$ref: '#/components/parameters/From'}
+        - {$ref: '#/components/parameters/To'}
+        - {name: q, in: query, required: false, description: free text, schema: {type: string, maxLength: 200}}
+        - {name: trace, in: query, required: false, schema: {type: string}}
+        - {name: cursor, in: query, required: false, schema: {type: string}}
+        - {name: limit, in: query, required: false, schema: {type: integer, minimum: 1, maximum: 1000}}
+      responses:
+        '200':
+          description: Events in order
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [events, nextCursor]
+                properties:
+                  events: {type: array, items: {$ref: '#/components/schemas/Event'}}
+                  nextCursor: {type: string, nullable: true}
+        default: {$ref: '#/components/responses/Problem'}
+  /v1/admin/sessions/{id}/timeline:
+    get:
+      summary: A session's timeline with the time between steps (support)
+      security: [{adminToken: []}]
+      parameters: [{$ref: '#/components/parameters/SessionID'}]
+      responses:
+        '200':
+          description: The session and its events in time order
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [session, events, durationMs]
+                properties:
+                  session: {$ref: '#/components/schemas/SessionRecord'}
+                  events: {type: array, items: {$ref: '#/components/schemas/Event'}}
+                  durationMs: {type: number}
+        default: {$ref: '#/components/responses/Problem'}
+  /admin/:
+    get:
+      summary: The support page
+      responses:
+        '200':
+          description: HTML
+          content:
+            text/html:
+              schema: {type: string}
   /demo/:
     get:
       summary: The demo checkout page

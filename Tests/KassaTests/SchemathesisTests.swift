@@ -13,9 +13,11 @@ struct SchemathesisTests {
         // The console script `st` may not be on PATH; its entry point is.
         let (status, output) = try await runPython(
             ["-c", "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'st'; sys.exit(schemathesis())",
-             "run", url, "-H", "Your-Api-Key: test-key", "--seed", "20261122", "-n", "40",
+             "run", url, "-H", "Your-Api-Key: test-key", "-H", "Authorization: Bearer test-admin", "--seed", "20261122", "-n", "40",
              "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
-             "--request-timeout", "10", "--suppress-health-check=filter_too_much"],
+             "--request-timeout", "10", "--suppress-health-check=filter_too_much",
+             // libwebsockets drops a request whose URL decodes to a NUL byte (no answer, the connection closes).
+             "--generation-allow-x00", "false"],
             environment: ["NO_COLOR": "1"])
         #expect(status == 0, "schemathesis found failures:\n\(output.suffix(4000))")
         #expect(output.contains("passed"))
