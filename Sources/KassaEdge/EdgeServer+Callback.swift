@@ -359,12 +359,7 @@ extension EdgeServer {
     // MARK: Outbox
 
     private func drainOutbox() {
-        let commands = outbox.withLock { box -> [Command] in
-            let taken = box.commands
-            box.commands.removeAll(keepingCapacity: true)
-            return taken
-        }
-        for command in commands {
+        for command in loop.take() {
             switch command {
             case .response(let id, let response):
                 confined.httpInFlight -= 1
@@ -397,7 +392,7 @@ extension EdgeServer {
                 }
                 finishShutdownIfIdle()
             case .forceExit:
-                exitRequested.store(true, ordering: .releasing)
+                loop.requestExit()
             }
         }
     }
@@ -406,10 +401,7 @@ extension EdgeServer {
         guard confined.draining, confined.httpInFlight == 0, openWebSocketCount.load(ordering: .relaxed) == 0 else { return }
         // Let pending answers be written before the context goes.
         let writing = confined.connections.values.contains { $0.pendingResponse != nil }
-        if !writing {
-            exitRequested.store(true, ordering: .releasing)
-            if let context { lws_cancel_service(context) }
-        }
+        if !writing { loop.requestExit() }
     }
 
     // MARK: Reading the request

@@ -12,9 +12,7 @@ public struct EdgeStartError: Error, CustomStringConvertible, Sendable {
 /// thread of its own.
 ///
 /// Threading: everything in `EdgeServer.Confined` is touched only by the
-/// service thread. Other threads talk to it through `outbox` (a mutex-guarded
-/// queue) and `lws_cancel_service`, which makes the service thread drain the
-/// queue on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+/// service thread (`ServiceLoop`); other threads post commands to it.
 ///
 /// ```swift
 /// let edge = EdgeServer(configuration: .init(port: 0), handler: gateway)
@@ -34,16 +32,13 @@ public final class EdgeServer: @unchecked Sendable {
         case forceExit
     }
 
-    /// Commands for the service thread; `contextAlive` turns false before the
-    /// context is destroyed, so no late post wakes a freed context.
-    let outbox = Mutex<(commands: [Command], contextAlive: Bool)>(([], true))
-    let exitRequested = Atomic<Bool>(false)
+    let loop = ServiceLoop<Command>()
     let openWebSocketCount = Atomic<Int>(0)
     private let stopped = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     /// lws-thread confined state.
     var confined = Confined()
-    private(set) var context: OpaquePointer?
+    var context: OpaquePointer? { loop.context }
     public private(set) var port: Int = 0
 
     // C-owned memory that must outlive the context.
@@ -104,29 +99,17 @@ public final class EdgeServer: @unchecked Sendable {
         guard let context = created else {
             throw EdgeStartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use or not available)")
         }
-        self.context = context
         if let vhost = lws_get_vhost_by_name(context, "default") {
             port = Int(lws_get_vhost_listen_port(vhost))
         }
-
-        let thread = Thread { [self] in serviceLoop() }
-        thread.name = "kassa-edge"
-        thread.start()
-    }
-
-    private func serviceLoop() {
-        guard let context else { return }
-        while !exitRequested.load(ordering: .acquiring) {
-            if lws_service(context, 0) < 0 { break }
+        loop.start(context, name: "kassa-edge") { [self] in
+            let waiters = stopped.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.done = true
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
         }
-        outbox.withLock { $0.contextAlive = false }
-        lws_context_destroy(context)
-        let waiters = stopped.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.done = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 
     /// Stops gracefully: refuses new requests, closes WebSockets with 1001,
@@ -152,15 +135,7 @@ public final class EdgeServer: @unchecked Sendable {
 
     // MARK: Posting work to the service thread
 
-    func post(_ command: Command) {
-        let context = self.context
-        outbox.withLock { box in
-            guard box.contextAlive, let context else { return }
-            box.commands.append(command)
-            // Under the lock, so the context cannot be destroyed meanwhile.
-            lws_cancel_service(context)
-        }
-    }
+    func post(_ command: Command) { loop.post(command) }
 
     /// Queues one text message for a WebSocket. Safe from any thread.
     public func send(_ connectionID: UInt64, text: String) {

@@ -34,11 +34,10 @@ public final class WebSocketClient: @unchecked Sendable {
         case stop
     }
 
-    let outbox = Mutex<(commands: [Command], alive: Bool)>(([], true))
-    private(set) var context: OpaquePointer?
+    let loop = ServiceLoop<Command>()
+    var context: OpaquePointer? { loop.context }
     private var protocols: UnsafeMutablePointer<lws_protocols>?
     private var protocolName: UnsafeMutablePointer<CChar>?
-    private let exitRequested = Atomic<Bool>(false)
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Service-thread confined.
@@ -61,10 +60,11 @@ public final class WebSocketClient: @unchecked Sendable {
         guard let context = lws_create_context(&info) else {
             throw WebSocketClientError(description: "cannot create the libwebsockets client context")
         }
-        self.context = context
-        let thread = Thread { [self] in serviceLoop() }
-        thread.name = "kassa-ws-client"
-        thread.start()
+        loop.start(context, name: "kassa-ws-client") { [self] in
+            for connection in connections.values { connection.finish(code: nil) }
+            connections.removeAll()
+            stopped.signal()
+        }
     }
 
     deinit {
@@ -73,37 +73,12 @@ public final class WebSocketClient: @unchecked Sendable {
         free(protocolName)
     }
 
-    private func serviceLoop() {
-        guard let context else { return }
-        while !exitRequested.load(ordering: .acquiring) {
-            if lws_service(context, 0) < 0 { break }
-        }
-        outbox.withLock { $0.alive = false }
-        lws_context_destroy(context)
-        for connection in connections.values { connection.finish(code: nil) }
-        connections.removeAll()
-        stopped.signal()
-    }
-
     /// Closes every connection and stops the service thread.
     public func shutdown() {
-        let wasAlive = outbox.withLock { box -> Bool in
-            guard box.alive, let context else { return false }
-            box.commands.append(.stop)
-            lws_cancel_service(context)
-            return true
-        }
-        if wasAlive { stopped.wait() }
+        if loop.post(.stop) { stopped.wait() }
     }
 
-    func post(_ command: Command) {
-        let context = self.context
-        outbox.withLock { box in
-            guard box.alive, let context else { return }
-            box.commands.append(command)
-            lws_cancel_service(context)
-        }
-    }
+    func post(_ command: Command) { loop.post(command) }
 
     /// Opens a WebSocket to `host:port` at `path` with the client's subprotocol.
     public func connect(host: String = "127.0.0.1", port: Int, path: String,
@@ -120,11 +95,7 @@ public final class WebSocketClient: @unchecked Sendable {
     // MARK: Service thread
 
     func drain() {
-        let commands = outbox.withLock { box -> [Command] in
-            defer { box.commands.removeAll(keepingCapacity: true) }
-            return box.commands
-        }
-        for command in commands {
+        for command in loop.take() {
             switch command {
             case .connect(let connection, let host, let port, let path, let headers):
                 connection.handshakeHeaders = headers
@@ -161,7 +132,7 @@ public final class WebSocketClient: @unchecked Sendable {
                 connection.closing = true
                 lws_callback_on_writable(wsi)
             case .stop:
-                exitRequested.store(true, ordering: .releasing)
+                loop.requestExit()
             }
         }
     }

@@ -111,7 +111,7 @@ struct SupportTests {
             seen += doc["events"]?.arrayValue?.compactMap { $0["id"]?.intValue } ?? []
             cursor = doc["nextCursor"]?.stringValue
         } while cursor != nil
-        #expect(seen == all.compactMap { $0.id.map(Int.init) })
+        #expect(seen == all.compactMap { $0.id.map(Int.init) }.sorted(), "the list pages in id order; the timeline is in time order")
 
         let pushes = try JSONValue.parse(try await admin(t, "/v1/admin/events?session=\(done.id)&kind=push.sent").body)["events"]?.arrayValue ?? []
         #expect(pushes.compactMap { $0["summary"]?.stringValue } == ["PaymentSessionFetched", "PaymentSessionComplete"])

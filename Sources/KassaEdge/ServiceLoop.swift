@@ -1,0 +1,59 @@
+import CLibWebSockets
+import Foundation
+import Synchronization
+
+/// One libwebsockets context and the one thread that services it, shared by
+/// the server and the client. Only that thread touches lws; other threads
+/// `post` commands, which wake it (`lws_cancel_service`) to `take` them on
+/// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
+    /// Commands, and whether the context still exists: posts after it is
+    /// destroyed are dropped, so nothing wakes a freed context.
+    private let outbox = Mutex<(commands: [Command], alive: Bool)>(([], true))
+    private let exitRequested = Atomic<Bool>(false)
+    private(set) var context: OpaquePointer?
+
+    /// Starts the service thread for `context`; `teardown` runs on it after the context is destroyed.
+    func start(_ context: OpaquePointer, name: String, teardown: @escaping @Sendable () -> Void) {
+        self.context = context
+        let thread = Thread { [self] in
+            guard let context = self.context else { return }
+            while !exitRequested.load(ordering: .acquiring) {
+                if lws_service(context, 0) < 0 { break }
+            }
+            outbox.withLock { $0.alive = false }
+            lws_context_destroy(context)
+            teardown()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Queues a command for the service thread; false when the loop has ended.
+    @discardableResult
+    func post(_ command: Command) -> Bool {
+        let context = self.context
+        return outbox.withLock { box -> Bool in
+            guard box.alive, let context else { return false }
+            box.commands.append(command)
+            // Under the lock, so the context cannot be destroyed meanwhile.
+            lws_cancel_service(context)
+            return true
+        }
+    }
+
+    /// On the service thread: the commands posted since the last call.
+    func take() -> [Command] {
+        outbox.withLock { box -> [Command] in
+            defer { box.commands.removeAll(keepingCapacity: true) }
+            return box.commands
+        }
+    }
+
+    /// Ends the loop after the current service pass (safe from any thread).
+    func requestExit() {
+        exitRequested.store(true, ordering: .releasing)
+        let context = self.context
+        outbox.withLock { box in if box.alive, let context { lws_cancel_service(context) } }
+    }
+}
