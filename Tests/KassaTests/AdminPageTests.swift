@@ -9,9 +9,7 @@ struct AdminPageTests {
     func timelineInChromium() async throws {
         let t = try TestNode()
         // A payment with a declined attempt, then a successful one.
-        let done = try await t.sessions.create()
-        let s = try await t.sessions.stream(done)
-        _ = try await s.event("PaymentSessionFetched")
+        let (done, s) = try await t.sessions.fetched()
         try await s.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
         _ = try await s.event("SessionProblemOccurred")
         var accepted = false
@@ -23,9 +21,7 @@ struct AdminPageTests {
         let payeeReference = try #require(try t.node.store.session(id: done.id)?.payeeReference)
 
         // A second one, still waiting for the payer when the page opens it.
-        let live = try await t.sessions.create()
-        let ls = try await t.sessions.stream(live)
-        _ = try await ls.event("PaymentSessionFetched")
+        let (live, ls) = try await t.sessions.fetched()
 
         let control = t.dir.file("control")
         let screenshot = testsPath("../test-artifacts/admin-timeline.png")

@@ -48,9 +48,7 @@ struct SessionsTests {
     @Test("Swish app launch failed: SessionProblemOccurred with …/clientapplaunchfailed (seed 002)")
     func clientAppLaunchFailed() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let stream = try await t.sessions.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "a", "type": "attempt", "instrument": ["type": "Swish"]])
         _ = try await stream.event("LaunchClientApp")
         try await stream.send(["id": "b", "type": "appLaunchFailed"])
@@ -63,9 +61,7 @@ struct SessionsTests {
     func wallets() async throws {
         let t = try TestNode()
         for wallet in ["GooglePay", "ApplePay"] {
-            let session = try await t.sessions.create()
-            let stream = try await t.sessions.stream(session)
-            _ = try await stream.event("PaymentSessionFetched")
+            let (session, stream) = try await t.sessions.fetched()
             try await stream.send(["id": "w", "type": "attempt", "instrument": ["type": .string(wallet)]])
             _ = try await stream.event("PaymentSessionComplete")
         }
@@ -75,9 +71,7 @@ struct SessionsTests {
     @Test("a declined attempt is SessionProblemOccurred; a new attempt then completes")
     func declinedThenNewAttempt() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let stream = try await t.sessions.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000002"]])
         let problem = try await stream.event("SessionProblemOccurred")
         #expect(problem["data"]?["problem"]?["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/paymentattemptdeclined")
@@ -96,9 +90,7 @@ struct SessionsTests {
     @Test("card with 3-D Secure: Show3DSecure, the client's cRes, Dismiss3DSecure, Complete")
     func card3DSecure() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let stream = try await t.sessions.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
         let show = try await stream.event("Show3DSecure")
         #expect(show["data"]?["form"]?["creq"]?.stringValue?.hasPrefix("sim-creq-") == true)
@@ -113,9 +105,7 @@ struct SessionsTests {
     func httpCommands() async throws {
         let t = try TestNode()
         let c = t.sessions
-        let first = try await c.create()
-        let stream = try await c.stream(first)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (first, stream) = try await c.fetched()
         let attempt = try await c.command(first, "attempts", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
         #expect(attempt.status == 202)
         _ = try await stream.event("PaymentSessionComplete")
@@ -123,9 +113,7 @@ struct SessionsTests {
         #expect(late.status == 409)
         #expect(try JSONValue.parse(late.body)["type"]?.stringValue == "urn:kassa:problem:command-not-allowed")
 
-        let second = try await c.create()
-        let secondStream = try await c.stream(second)
-        _ = try await secondStream.event("PaymentSessionFetched")
+        let (second, secondStream) = try await c.fetched()
         #expect(try await c.command(second, "abort").status == 202)
         _ = try await secondStream.event("PaymentSessionCanceled")
         let ended = try await c.command(second, "attempts", ["instrument": ["type": "Swish", "msisdn": "+46739000001"]])
@@ -137,9 +125,7 @@ struct SessionsTests {
     func illegalCommands() async throws {
         let t = try TestNode()
         let c = t.sessions
-        let session = try await c.create()
-        let stream = try await c.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await c.fetched()
         let badMSISDN = try await c.command(session, "attempts", ["instrument": ["type": "Swish", "msisdn": "+46 73 900"]])
         #expect(badMSISDN.status == 400)
         #expect(try JSONValue.parse(badMSISDN.body)["parameter"]?.stringValue == "instrument.msisdn")
@@ -245,9 +231,7 @@ struct SessionsTests {
     func reconnectDuringProduction() async throws {
         let t = try TestNode()
         let c = t.sessions
-        let session = try await c.create()
-        let first = try await c.stream(session)
-        _ = try await first.event("PaymentSessionFetched")
+        let (session, first) = try await c.fetched()
         try await first.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish"]])
         _ = try await first.event("LaunchClientApp")
         first.connection.close()
@@ -262,9 +246,7 @@ struct SessionsTests {
     @Test("malformed frames and unknown commands get a problem answer; the stream stays open")
     func badFrames() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let stream = try await t.sessions.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await t.sessions.fetched()
         stream.sendText("{not json")
         let parseError = try await stream.read { $0["ok"] == false }.last!
         #expect(parseError["problem"]?["type"]?.stringValue == "urn:kassa:problem:bad-request")
@@ -285,9 +267,7 @@ struct SessionsTests {
     func retriesAndRetry() async throws {
         let t = try TestNode()
         let c = t.sessions
-        let session = try await c.create()
-        let stream = try await c.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .status(503))])
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         let problem = try await stream.event("SdkProblemOccurred")
@@ -311,9 +291,7 @@ struct SessionsTests {
     func postNotRepeated() async throws {
         let t = try TestNode(upstreamTimeoutMs: 300)
         let c = t.sessions
-        let session = try await c.create()
-        let stream = try await c.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .timeout)])
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         let problem = try await stream.event("SdkProblemOccurred")
@@ -328,9 +306,7 @@ struct SessionsTests {
     @Test("the payment menu fallback pushes ShowPaymentMenu restricted to the instruments asked for")
     func paymentMenu() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let stream = try await t.sessions.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "m", "type": "fallback", "restrictToInstruments": ["Vipps"]])
         let menu = try await stream.event("ShowPaymentMenu")
         #expect(menu["data"]?["restrictedToInstruments"] == ["Vipps"])
@@ -343,9 +319,7 @@ struct SessionsTests {
     @Test("a new card opens the payment menu for cards")
     func newCard() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let stream = try await t.sessions.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "NewCreditCard", "enabledPaymentDetailsConsentCheckbox": true]])
         let menu = try await stream.event("ShowPaymentMenu")
         #expect(menu["data"]?["restrictedToInstruments"] == ["CreditCard"])
@@ -358,14 +332,10 @@ struct SessionsTests {
         defer { dir.cleanup() }
         let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 100))
         var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
-        let done = try await t.sessions.create()
-        let doneStream = try await t.sessions.stream(done)
-        _ = try await doneStream.event("PaymentSessionFetched")
+        let (done, doneStream) = try await t.sessions.fetched()
         try await doneStream.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
         _ = try await doneStream.event("PaymentSessionComplete")
-        let open = try await t.sessions.create()
-        let openStream = try await t.sessions.stream(open)
-        _ = try await openStream.event("PaymentSessionFetched")
+        let (open, openStream) = try await t.sessions.fetched()
         await t.stop(keepDirectory: true)
 
         t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }

@@ -18,14 +18,10 @@ struct SupportTests {
 
     /// A completed Swish (MSISDN) payment and a declined one; returns their sessions.
     func twoPayments(_ t: TestNode) async throws -> (done: SessionClient.Created, declined: SessionClient.Created) {
-        let done = try await t.sessions.create()
-        let a = try await t.sessions.stream(done)
-        _ = try await a.event("PaymentSessionFetched")
+        let (done, a) = try await t.sessions.fetched()
         try await a.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         _ = try await a.event("PaymentSessionComplete")
-        let declined = try await t.sessions.create()
-        let b = try await t.sessions.stream(declined)
-        _ = try await b.event("PaymentSessionFetched")
+        let (declined, b) = try await t.sessions.fetched()
         try await b.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
         _ = try await b.event("SessionProblemOccurred")
         a.connection.close(); b.connection.close()
@@ -191,9 +187,7 @@ struct SupportTests {
     func redactionScan() async throws {
         let t = try TestNode()
         let (done, declined) = try await twoPayments(t)
-        let card = try await t.sessions.create()
-        let s = try await t.sessions.stream(card)
-        _ = try await s.event("PaymentSessionFetched")
+        let (card, s) = try await t.sessions.fetched()
         try await s.send(["id": "c", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
         _ = try await s.event("Show3DSecure")
         await t.node.store.eventLog.flush()
@@ -263,9 +257,7 @@ struct EventsCommandTests {
     @Test("reads a database file: table, JSON lines, CSV, with the API's filters and errors")
     func fromDatabase() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
-        let s = try await t.sessions.stream(session)
-        _ = try await s.event("PaymentSessionFetched")
+        let (session, s) = try await t.sessions.fetched()
         await t.node.store.eventLog.flush()
         let db = t.dir.file("kassa.sqlite")
 

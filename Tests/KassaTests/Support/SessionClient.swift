@@ -47,6 +47,14 @@ struct SessionClient {
         try await client.send(UpstreamRequest(url: base + "/v1/sessions/\(session.id)", headers: [("Authorization", "Bearer \(token ?? session.token)")]))
     }
 
+    /// A new session, its stream open, past PaymentSessionFetched.
+    func fetched() async throws -> (Created, Stream) {
+        let session = try await create()
+        let stream = try await self.stream(session)
+        _ = try await stream.event("PaymentSessionFetched")
+        return (session, stream)
+    }
+
     /// Opens the stream with the libwebsockets client.
     func stream(_ session: Created, since: Int64? = nil, tokenInQuery: Bool = false) async throws -> Stream {
         var path = session.streamUrl + (since.map { "?since=\($0)" } ?? "")
