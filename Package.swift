@@ -11,6 +11,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module below.
@@ -37,6 +39,8 @@ let package = Package(
         .target(name: "KassaGateway", dependencies: [
             "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaSimulator",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .executableTarget(name: "kassa", dependencies: [
             "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream", "KassaSimulator",

@@ -17,4 +17,12 @@ public protocol EdgeHandler: AnyObject, Sendable {
 
     /// The WebSocket is gone; `code` is the close code seen or sent, if any.
     func webSocketClosed(_ connectionID: UInt64, code: UInt16?)
+
+    /// A stamped frame (see `EdgeServer.send(_:json:stamp:)`) was written, `latency` after its stamp.
+    /// On the service thread: record and return.
+    func frameWritten(after latency: Duration)
+}
+
+extension EdgeHandler {
+    public func frameWritten(after latency: Duration) {}
 }

@@ -24,7 +24,7 @@ final class EdgeConnection {
     var upgrade: WebSocketUpgrade?
     var message: [UInt8] = []
     var messageOverflow = false
-    var outbound: [[UInt8]] = []
+    var outbound: [(frame: [UInt8], stamp: ContinuousClock.Instant?)] = []
     var outboundHead = 0
     var outboundBytes = 0
     var pendingClose: (code: UInt16, reason: String)?
@@ -331,8 +331,8 @@ extension EdgeServer {
 
     private func webSocketWriteable(_ conn: EdgeConnection) -> Int32 {
         if conn.outboundHead < conn.outbound.count {
-            var frame = conn.outbound[conn.outboundHead]
-            conn.outbound[conn.outboundHead] = []
+            var (frame, stamp) = conn.outbound[conn.outboundHead]
+            conn.outbound[conn.outboundHead] = ([], nil)
             conn.outboundHead += 1
             conn.outboundBytes -= frame.count
             if conn.outboundHead == conn.outbound.count {
@@ -344,6 +344,7 @@ extension EdgeServer {
                 lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
             }
             if n < 0 { return -1 }
+            if let stamp { handler.frameWritten(after: stamp.duration(to: .now)) }
             if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
                 lws_callback_on_writable(conn.wsi)
             }
@@ -368,7 +369,7 @@ extension EdgeServer {
                     lws_callback_on_writable(conn.wsi)
                 }
                 finishShutdownIfIdle()
-            case .send(let id, let frame):
+            case .send(let id, let frame, let stamp):
                 guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { continue }
                 if conn.outboundBytes + frame.count > configuration.maxOutboundBytes {
                     conn.outbound.removeAll()
@@ -376,7 +377,7 @@ extension EdgeServer {
                     conn.outboundBytes = 0
                     conn.pendingClose = (WebSocketCloseCode.slowConsumer, "slow consumer: resume with since")
                 } else {
-                    conn.outbound.append(frame)
+                    conn.outbound.append((frame, stamp))
                     conn.outboundBytes += frame.count
                 }
                 lws_callback_on_writable(conn.wsi)

@@ -26,7 +26,7 @@ public final class EdgeServer: @unchecked Sendable {
 
     enum Command {
         case response(UInt64, HTTPResponse)
-        case send(UInt64, [UInt8])
+        case send(UInt64, [UInt8], ContinuousClock.Instant?)
         case close(UInt64, UInt16, String)
         case shutdown
         case forceExit
@@ -141,13 +141,14 @@ public final class EdgeServer: @unchecked Sendable {
     public func send(_ connectionID: UInt64, text: String) {
         var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
         frame.append(contentsOf: text.utf8)
-        post(.send(connectionID, frame))
+        post(.send(connectionID, frame, nil))
     }
 
-    public func send(_ connectionID: UInt64, json: JSONValue) {
+    /// Queues a JSON message; with a `stamp`, the handler hears how long after it the frame was written.
+    public func send(_ connectionID: UInt64, json: JSONValue, stamp: ContinuousClock.Instant? = nil) {
         var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
         json.write(into: &frame)
-        post(.send(connectionID, frame))
+        post(.send(connectionID, frame, stamp))
     }
 
     /// Closes a WebSocket after what is already queued for it. Safe from any thread.

@@ -47,16 +47,30 @@ extension Gateway {
             data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                    "body": call.body.map(Self.loggable) ?? .null]))
         let started = ContinuousClock.now
+        let host = URLComponents(string: call.url)?.host ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
-        do {
-            result = .success(try await upstream.send(UpstreamRequest(
-                method: call.method, url: call.url, headers: headers, body: bodyBytes,
-                connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: configuration.upstreamTimeoutMs)))
-        } catch {
-            result = .failure(error)
+        if !circuitAllows(host) {
+            // Fail fast while the host keeps failing; nothing is sent, so a retry is safe.
+            result = .failure(.connectFailed("circuit breaker open for \(host)"))
+        } else {
+            do {
+                result = .success(try await upstream.send(UpstreamRequest(
+                    method: call.method, url: call.url, headers: headers, body: bodyBytes,
+                    connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: configuration.upstreamTimeoutMs)))
+            } catch {
+                result = .failure(error)
+            }
+            let success: Bool
+            if case .success(let r) = result { success = r.status < 500 } else { success = false }
+            circuitRecord(host, success: success, traceID: call.traceID, sessionID: call.sessionID)
         }
         let elapsed = started.duration(to: .now)
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        if case .success(let r) = result {
+            metrics.upstream(operation: call.operation, status: r.status, seconds: ms / 1000)
+        } else {
+            metrics.upstream(operation: call.operation, status: nil, seconds: ms / 1000)
+        }
         switch result {
         case .success(let response):
             let parsed = try? JSONValue.parse(response.body)
@@ -75,6 +89,35 @@ extension Gateway {
                        "error": .string(Redaction.redactTokens(error.description))]))
         }
         return result
+    }
+
+    // MARK: Circuit breaker
+
+    func circuitAllows(_ host: String) -> Bool {
+        let now = Date().timeIntervalSince1970
+        return breakers.withLock { all -> Bool in
+            var breaker = all[host] ?? configuration.circuitBreaker
+            defer { all[host] = breaker }
+            return breaker.allow(now: now)
+        }
+    }
+
+    func circuitRecord(_ host: String, success: Bool, traceID: String, sessionID: String?) {
+        let now = Date().timeIntervalSince1970
+        let change = breakers.withLock { all -> CircuitBreaker.State? in
+            var breaker = all[host] ?? configuration.circuitBreaker
+            defer { all[host] = breaker }
+            return breaker.record(success: success, now: now)
+        }
+        guard let change else { return }
+        let open = if case .open = change { true } else { false }
+        metrics.circuit(host: host, open: open)
+        if open || change == .closed {
+            store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "upstream.circuit", level: open ? .error : .info,
+                                           summary: "circuit breaker for \(host) \(open ? "opened" : "closed")", traceID: traceID,
+                                           data: ["host": .string(host), "open": .bool(open)]))
+            if open { logger.error("upstream circuit breaker opened", metadata: ["host": "\(host)"]) }
+        }
     }
 
     /// A redacted body, cut to a size the event log can hold.

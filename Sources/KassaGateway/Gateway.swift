@@ -16,6 +16,9 @@ public final class Gateway: EdgeHandler {
     let router: Router<Gateway>
     private let edgeReference = Mutex<EdgeServer?>(nil)
     let sessions = SessionRegistry()
+    public let metrics = KassaMetrics()
+    /// Circuit breakers by upstream host.
+    let breakers = Mutex<[String: CircuitBreaker]>([:])
     let idempotencyInFlight = Mutex<Set<String>>([])
     /// Admin page connections following the event log, by connection, with their session filter.
     let adminStreams = Mutex<[UInt64: String?]>([:])
@@ -28,6 +31,10 @@ public final class Gateway: EdgeHandler {
         self.logger = logger
         self.router = Router(Gateway.routes)
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
+        let metrics = self.metrics
+        store.eventLog.onWrite { count, seconds, ok in
+            if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
+        }
     }
 
     /// The edge that serves this gateway, for WebSocket sends.
@@ -46,12 +53,14 @@ public final class Gateway: EdgeHandler {
         var (routeName, response) = await router.respond(self, request, requestID: requestID, traceID: traceID)
         if response.contentType == Problem.contentType {
             response = Self.stampInstance(response, requestID: requestID)
+            if let type = (try? JSONValue.parse(response.body))?["type"]?.stringValue { metrics.problem(type: type) }
         }
         response.headers.append(("x-request-id", requestID))
         if request.method == .HEAD { response.body = [] }
 
         let elapsed = started.duration(to: .now)
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
         if routeName != "health" {
             store.eventLog.append(LogEvent(
                 atMs: Self.nowMs(), sessionID: Self.sessionID(of: request, routeName: routeName, response: response),
@@ -90,6 +99,11 @@ public final class Gateway: EdgeHandler {
     public static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     // MARK: Operations
+
+    func metricsPage(_ context: RequestContext) async -> HTTPResponse {
+        HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                     body: Array(metrics.scrape(eventLogQueue: store.eventLog.pendingCount).utf8))
+    }
 
     func healthz(_ context: RequestContext) async -> HTTPResponse {
         .json(["status": "ok"])

@@ -27,6 +27,8 @@ public struct GatewayConfiguration: Sendable {
     public var sessionRetry: RetryPolicy
     /// Milliseconds between get-payment polls (the SDKs use 2 000).
     public var sessionPollIntervalMs: Int
+    /// The breaker each upstream host starts with.
+    public var circuitBreaker = CircuitBreaker()
 
     public static let defaultTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
 

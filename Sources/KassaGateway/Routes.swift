@@ -36,6 +36,7 @@ extension Gateway {
         // Operations
         Route(.GET, "/healthz", "health") { g, c in await g.healthz(c) },
         Route(.GET, "/readyz", "ready") { g, c in await g.readyz(c) },
+        Route(.GET, "/metrics", "metrics") { g, c in await g.metricsPage(c) },
         Route(.GET, "/openapi.yaml", "openapi") { _, _ in .text(OpenAPI.document, contentType: "application/yaml") },
     ]
 }

@@ -29,6 +29,7 @@ public final class EventLog: Sendable {
     private let pool: DatabasePool
     private let queue = Mutex<Queue>(Queue())
     private let observers = Mutex<[@Sendable ([LogEvent]) -> Void]>([])
+    private let writeObservers = Mutex<[@Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -43,6 +44,11 @@ public final class EventLog: Sendable {
     /// It must return quickly: the admin page's live timeline uses it.
     public func onCommit(_ observer: @escaping @Sendable ([LogEvent]) -> Void) {
         observers.withLock { $0.append(observer) }
+    }
+
+    /// Calls `observer` on the writer thread after each transaction, committed or failed (for metrics).
+    public func onWrite(_ observer: @escaping @Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void) {
+        writeObservers.withLock { $0.append(observer) }
     }
 
     /// Queues an event; it is durable once a later `flush()` returns.
@@ -102,6 +108,12 @@ public final class EventLog: Sendable {
             while start < taken.count {
                 let end = min(start + Self.maxBatch, taken.count)
                 let batch = taken[start..<end]
+                let began = ContinuousClock.now
+                func report(_ ok: Bool) {
+                    let d = began.duration(to: .now)
+                    let seconds = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+                    for observer in writeObservers.withLock({ $0 }) { observer(batch.count, seconds, ok) }
+                }
                 do {
                     let committed = try pool.write { db -> [LogEvent] in
                         var stored: [LogEvent] = []
@@ -114,6 +126,7 @@ public final class EventLog: Sendable {
                         }
                         return stored
                     }
+                    report(true)
                     for observer in observers.withLock({ $0 }) { observer(committed) }
                     let ready = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
                         q.written += UInt64(batch.count)
@@ -127,6 +140,7 @@ public final class EventLog: Sendable {
                     for c in ready { c.resume() }
                     start = end
                 } catch {
+                    report(false)
                     // Keep what is not written: it goes first on the next try. The error shows in /readyz.
                     queue.withLock { q in
                         q.events.insert(contentsOf: taken[start...], at: 0)

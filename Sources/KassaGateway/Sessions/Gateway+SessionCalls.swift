@@ -50,6 +50,7 @@ extension Gateway {
                 return .failed(reason)
             }
             retry += 1
+            metrics.upstreamRetry(operation: call.rel)
             store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
                                            summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"), traceID: traceID,
                                            data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
@@ -57,7 +58,8 @@ extension Gateway {
         }
     }
 
-    func sessionPhaseChanged(id: String, phase: PaymentSessionMachine.Phase) {
+    func sessionPhaseChanged(id: String, from: PaymentSessionMachine.Phase?, phase: PaymentSessionMachine.Phase) {
+        metrics.sessionState(from: from?.rawValue, to: phase.rawValue)
         let store = self.store
         Task { try? await store.updateSessionPhase(id: id, phase: phase.rawValue, atMs: Self.nowMs()) }
     }

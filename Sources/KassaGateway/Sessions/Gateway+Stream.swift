@@ -21,6 +21,7 @@ extension Gateway {
     }
 
     public func webSocketOpened(_ upgrade: WebSocketUpgrade) {
+        metrics.webSocketOpened(open: edge?.openWebSockets ?? 0)
         if upgrade.path == Self.adminStreamPath { return adminStreamOpened(upgrade) }
         guard let id = Self.streamPattern.match(upgrade.path)?["id"], let actor = sessions.session(id) else { return }
         let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
@@ -61,12 +62,17 @@ extension Gateway {
     }
 
     public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {
+        metrics.webSocketClosed(code: code, open: edge?.openWebSockets ?? 0)
         adminStreams.withLock { _ = $0.removeValue(forKey: connectionID) }
         guard let id = sessions.unfollow(connection: connectionID) else { return }
         store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.close",
                                        summary: "closed\(code.map { " with \($0)" } ?? "")", traceID: sessions.session(id)?.traceID,
                                        data: ["connection": .number(Double(connectionID)), "code": code.map { .number(Double($0)) } ?? .null]))
         if let actor = sessions.session(id) { Task { await actor.unsubscribe(connectionID) } }
+    }
+
+    public func frameWritten(after latency: Duration) {
+        metrics.pushWritten(after: latency)
     }
 
     static func answer(_ re: JSONValue?, _ problem: Problem) -> JSONValue {

@@ -8,6 +8,8 @@ struct SequencedPush: Sendable {
     var type: String
     var atMs: Int64
     var data: JSONValue
+    /// When the state change happened (pushes made in this process only): push latency starts here.
+    var madeAt: ContinuousClock.Instant? = nil
 
     func frame(session: String) -> JSONValue {
         ["seq": .number(Double(seq)), "session": .string(session), "type": .string(type),
@@ -52,6 +54,7 @@ actor SessionActor {
         self.sentUpTo = seq
         self.lastPhase = machine.phase
         self.initialPhaseIsTerminal = machine.phase.isTerminal
+        gateway.metrics.sessionState(from: nil, to: machine.phase.rawValue)
     }
 
     var phase: PaymentSessionMachine.Phase { machine.phase }
@@ -120,12 +123,14 @@ actor SessionActor {
             switch effect {
             case .push(let event):
                 seq += 1
-                let push = SequencedPush(seq: seq, type: event.type, atMs: Gateway.nowMs(), data: event.data)
+                let push = SequencedPush(seq: seq, type: event.type, atMs: Gateway.nowMs(), data: event.data, madeAt: .now)
+                gateway.metrics.pushed(type: event.type)
                 pushes.append(push)
                 gateway.store.eventLog.append(LogEvent(atMs: push.atMs, sessionID: id, seq: push.seq, kind: "push.sent",
                                                        level: event.type.hasSuffix("ProblemOccurred") ? .warning : .info,
                                                        summary: event.type, traceID: traceID, data: Redaction.redact(event.data)))
                 if event.type.hasSuffix("ProblemOccurred"), let type = event.data["problem"]?["type"]?.stringValue {
+                    gateway.metrics.problem(type: type)
                     let store = gateway.store, id = self.id
                     Task { try? await store.updateSessionSearchFields(id: id, lastProblemType: type) }
                 }
@@ -167,7 +172,7 @@ actor SessionActor {
         gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "state.transition",
                                                summary: "\(from.rawValue) → \(phase.rawValue)", traceID: traceID,
                                                data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))
-        gateway.sessionPhaseChanged(id: id, phase: phase)
+        gateway.sessionPhaseChanged(id: id, from: from, phase: phase)
     }
 
     /// Waits until every push so far is committed, then sends those not yet sent, in order.
@@ -180,7 +185,7 @@ actor SessionActor {
         guard let edge = gateway.edge else { return }
         for push in ready {
             let frame = push.frame(session: id)
-            for connection in subscribers { edge.send(connection, json: frame) }
+            for connection in subscribers { edge.send(connection, json: frame, stamp: push.madeAt) }
         }
     }
 }

@@ -1,0 +1,199 @@
+import CoreMetrics
+import Foundation
+import KassaCore
+import Metrics
+import Prometheus
+import Synchronization
+
+/// Kassa's metrics: recorded through the swift-metrics API, kept in a
+/// swift-prometheus registry per node, served at `/metrics`. Every metric is
+/// declared in `catalogue` with its help text (promtool requires one) and its
+/// labels, which are all bounded: never a session id.
+public final class KassaMetrics: Sendable {
+    public enum Kind: Sendable { case counter, gauge, histogram(seconds: Bool) }
+
+    public struct Metric: Sendable {
+        public let name: String
+        public let kind: Kind
+        public let help: String
+        public let labels: [String]
+    }
+
+    /// Every metric the gateway exports.
+    public static let catalogue: [Metric] = [
+        Metric(name: "kassa_http_requests_total", kind: .counter, help: "HTTP requests answered, by route and status.", labels: ["route", "status"]),
+        Metric(name: "kassa_http_request_duration_seconds", kind: .histogram(seconds: true), help: "Time to answer an HTTP request, by route.", labels: ["route"]),
+        Metric(name: "kassa_websocket_connections", kind: .gauge, help: "WebSockets open now.", labels: []),
+        Metric(name: "kassa_websocket_opened_total", kind: .counter, help: "WebSockets opened.", labels: []),
+        Metric(name: "kassa_websocket_closed_total", kind: .counter, help: "WebSockets closed, by close code.", labels: ["code"]),
+        Metric(name: "kassa_sessions", kind: .gauge, help: "PaymentSessions held by this node, by state.", labels: ["state"]),
+        Metric(name: "kassa_pushes_total", kind: .counter, help: "Events pushed to session streams, by type.", labels: ["type"]),
+        Metric(name: "kassa_push_latency_seconds", kind: .histogram(seconds: true), help: "From a session's state change to its frame written to the client.", labels: []),
+        Metric(name: "kassa_upstream_requests_total", kind: .counter, help: "Calls to Swedbank Pay, by operation and status (error: no response).", labels: ["operation", "status"]),
+        Metric(name: "kassa_upstream_request_duration_seconds", kind: .histogram(seconds: true), help: "Time of a call to Swedbank Pay, by operation.", labels: ["operation"]),
+        Metric(name: "kassa_upstream_retries_total", kind: .counter, help: "Upstream calls retried, by operation.", labels: ["operation"]),
+        Metric(name: "kassa_upstream_circuit_open", kind: .gauge, help: "1 while the circuit breaker for the upstream host is open.", labels: ["host"]),
+        Metric(name: "kassa_eventlog_batch_size", kind: .histogram(seconds: false), help: "Events per event-log transaction.", labels: []),
+        Metric(name: "kassa_eventlog_write_seconds", kind: .histogram(seconds: true), help: "Time to commit one event-log transaction.", labels: []),
+        Metric(name: "kassa_eventlog_queue_depth", kind: .gauge, help: "Events queued for the event log, not yet committed.", labels: []),
+        Metric(name: "kassa_eventlog_write_errors_total", kind: .counter, help: "Event-log transactions that failed (kept and retried).", labels: []),
+        Metric(name: "kassa_slow_consumer_closes_total", kind: .counter, help: "WebSockets closed because their outbound queue passed its bound.", labels: []),
+        Metric(name: "kassa_problems_total", kind: .counter, help: "Problems answered or pushed, by type.", labels: ["type"]),
+        Metric(name: "kassa_process_resident_memory_bytes", kind: .gauge, help: "Resident memory of the process.", labels: []),
+        Metric(name: "kassa_process_open_fds", kind: .gauge, help: "Open file descriptors of the process.", labels: []),
+    ]
+
+    public let registry = PrometheusCollectorRegistry()
+    let factory: Factory
+    private let sessionStates = Mutex<[String: Int]>([:])
+
+    public init() {
+        factory = Factory(registry: registry)
+        // Every metric appears in the first scrape, so dashboards and alerts never see "no data".
+        for metric in Self.catalogue where metric.labels.isEmpty {
+            switch metric.kind {
+            case .counter: Counter(label: metric.name, factory: factory).increment(by: 0)
+            case .gauge: Gauge(label: metric.name, factory: factory).record(0)
+            case .histogram: break
+            }
+        }
+    }
+
+    // MARK: Recording
+
+    func httpRequest(route: String, status: Int, seconds: Double) {
+        Counter(label: "kassa_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory).increment()
+        Timer(label: "kassa_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+            .recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    func webSocketOpened(open: Int) {
+        Counter(label: "kassa_websocket_opened_total", factory: factory).increment()
+        Gauge(label: "kassa_websocket_connections", factory: factory).record(open)
+    }
+
+    static let closeCodes: Set<UInt16> = [1000, 1001, 1002, 1003, 1006, 1007, 1008, 1009, 1011, 4008]
+
+    func webSocketClosed(code: UInt16?, open: Int) {
+        let label = code.map { Self.closeCodes.contains($0) ? String($0) : "other" } ?? "none"
+        Counter(label: "kassa_websocket_closed_total", dimensions: [("code", label)], factory: factory).increment()
+        Gauge(label: "kassa_websocket_connections", factory: factory).record(open)
+        if code == 4008 { Counter(label: "kassa_slow_consumer_closes_total", factory: factory).increment() }
+    }
+
+    func sessionState(from: String?, to: String) {
+        let counts = sessionStates.withLock { states -> [String: Int] in
+            if let from { states[from, default: 0] -= 1 }
+            states[to, default: 0] += 1
+            return states
+        }
+        for state in [from, to].compactMap({ $0 }) {
+            Gauge(label: "kassa_sessions", dimensions: [("state", state)], factory: factory).record(counts[state] ?? 0)
+        }
+    }
+
+    static let pushTypes: Set<String> = ["PaymentSessionFetched", "PaymentSessionComplete", "PaymentSessionCanceled", "SessionProblemOccurred",
+                                         "SdkProblemOccurred", "LaunchClientApp", "Show3DSecure", "Dismiss3DSecure", "ShowPaymentMenu"]
+
+    func pushed(type: String) {
+        Counter(label: "kassa_pushes_total", dimensions: [("type", Self.pushTypes.contains(type) ? type : "other")], factory: factory).increment()
+    }
+
+    func pushWritten(after latency: Duration) {
+        Timer(label: "kassa_push_latency_seconds", factory: factory).record(duration: latency)
+    }
+
+    func upstream(operation: String, status: Int?, seconds: Double) {
+        let op = Self.boundedOperation(operation)
+        Counter(label: "kassa_upstream_requests_total", dimensions: [("operation", op), ("status", status.map(String.init) ?? "error")],
+                factory: factory).increment()
+        Timer(label: "kassa_upstream_request_duration_seconds", dimensions: [("operation", op)], factory: factory)
+            .recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    func upstreamRetry(operation: String) {
+        Counter(label: "kassa_upstream_retries_total", dimensions: [("operation", Self.boundedOperation(operation))], factory: factory).increment()
+    }
+
+    func circuit(host: String, open: Bool) {
+        Gauge(label: "kassa_upstream_circuit_open", dimensions: [("host", host)], factory: factory).record(open ? 1 : 0)
+    }
+
+    func eventLogBatch(count: Int, seconds: Double) {
+        Recorder(label: "kassa_eventlog_batch_size", factory: factory).record(count)
+        Timer(label: "kassa_eventlog_write_seconds", factory: factory).recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    func eventLogWriteError() { Counter(label: "kassa_eventlog_write_errors_total", factory: factory).increment() }
+
+    /// Problem types are bounded: Kassa's own, the Merchant Backend's, and Swedbank Pay's; anything else is "other".
+    func problem(type: String) {
+        let known = type.hasPrefix(Problem.kassaPrefix) || type.hasPrefix("https://api.payex.com/psp/errordetail/")
+            || ["PaymentSessionAPIRequestFailed", "PaymentSession3DSecureLoadFailed", "AbortPaymentNotAllowed",
+                "InternalInconsistencyError", "PaymentSessionEndReached"].contains(type)
+        Counter(label: "kassa_problems_total", dimensions: [("type", known && type.count <= 120 ? type : "other")], factory: factory).increment()
+    }
+
+    static let operations: Set<String> = ["view-paymentsession", "prepare-payment", "expand-method", "start-payment-attempt",
+                                          "create-authentication", "complete-authentication", "get-payment", "acknowledge-failed-attempt",
+                                          "abort-payment", "customize-payment", "fail-payment-attempt", "initiate-consumer-session",
+                                          "create-paymentorder", "update-paymentorder-setinstrument", "readiness"]
+
+    static func boundedOperation(_ operation: String) -> String { operations.contains(operation) ? operation : "other" }
+
+    // MARK: Scrape
+
+    /// The Prometheus text exposition, with the process figures read now.
+    func scrape(eventLogQueue: Int) -> String {
+        Gauge(label: "kassa_eventlog_queue_depth", factory: factory).record(eventLogQueue)
+        Gauge(label: "kassa_process_resident_memory_bytes", factory: factory).record(Self.residentBytes())
+        Gauge(label: "kassa_process_open_fds", factory: factory).record(Self.openFileDescriptors())
+        return registry.emitToString()
+    }
+
+    static func residentBytes() -> Int {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    static func openFileDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+
+    /// Routes swift-metrics handlers to the registry with the catalogue's help texts and buckets.
+    struct Factory: MetricsFactory {
+        let registry: PrometheusCollectorRegistry
+        static let help: [String: String] = Dictionary(uniqueKeysWithValues: catalogue.map { ($0.name, $0.help) })
+        static let durationBuckets: [Duration] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+            .map { Duration.nanoseconds(Int64($0 * 1e9)) }
+        static let sizeBuckets: [Double] = [1, 5, 10, 50, 100, 250, 500, 1000]
+
+        func descriptor(_ label: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(metricName: label, unitName: "", helpText: Self.help[label] ?? "Kassa metric \(label).")
+        }
+
+        func makeCounter(label: String, dimensions: [(String, String)]) -> CounterHandler {
+            registry.makeCounter(descriptor: descriptor(label), labels: dimensions)
+        }
+        func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> FloatingPointCounterHandler {
+            registry.makeCounter(descriptor: descriptor(label), labels: dimensions)
+        }
+        func makeMeter(label: String, dimensions: [(String, String)]) -> MeterHandler {
+            registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
+        }
+        func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> RecorderHandler {
+            if aggregate { return registry.makeValueHistogram(descriptor: descriptor(label), labels: dimensions, buckets: Self.sizeBuckets) }
+            return registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
+        }
+        func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler {
+            registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions, buckets: Self.durationBuckets)
+        }
+        func destroyCounter(_ handler: CounterHandler) {}
+        func destroyFloatingPointCounter(_ handler: FloatingPointCounterHandler) {}
+        func destroyMeter(_ handler: MeterHandler) {}
+        func destroyRecorder(_ handler: RecorderHandler) {}
+        func destroyTimer(_ handler: TimerHandler) {}
+    }
+}

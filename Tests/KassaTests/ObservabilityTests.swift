@@ -1,0 +1,101 @@
+import Foundation
+import KassaCore
+import KassaUpstream
+import Testing
+
+/// Metrics, dashboards, alert rules and the docker files, checked against a real scrape.
+@Suite("Observability")
+struct ObservabilityTests {
+    let client = UpstreamClient()
+
+    /// Runs a command with `input` on stdin; its status and output.
+    func run(_ arguments: [String], input: String? = nil) async throws -> (Int32, String) {
+        try await onThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = arguments
+            let output = Pipe(), stdin = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            process.standardInput = stdin
+            try launch(process)
+            if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+            try stdin.fileHandleForWriting.close()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    func scrapeAfterFlow(_ t: TestNode) async throws -> (String, SessionClient.Created) {
+        let (session, stream) = try await t.sessions.fetched()
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        _ = try await stream.event("PaymentSessionComplete")
+        stream.connection.close()
+        _ = try await client.send(UpstreamRequest(url: t.base + "/nope"))
+        await t.node.store.eventLog.flush()
+        let scrape = try await client.send(UpstreamRequest(url: t.base + "/metrics"))
+        #expect(scrape.status == 200)
+        #expect(scrape.header("content-type")?.hasPrefix("text/plain; version=0.0.4") == true)
+        return (scrape.text, session)
+    }
+
+    @Test("a real scrape after a flow passes promtool and shows the flow, with no session id in any label")
+    func scrape() async throws {
+        let t = try TestNode()
+        let (text, session) = try await scrapeAfterFlow(t)
+        let (status, output) = try await run(["promtool", "check", "metrics"], input: text)
+        #expect(status == 0, "promtool: \(output)")
+        #expect(text.contains(#"kassa_http_requests_total{route="sessions.create",status="201"} 1"#))
+        #expect(text.contains(#"kassa_http_requests_total{route="unmatched",status="404"} 1"#))
+        #expect(text.contains(#"kassa_pushes_total{type="PaymentSessionComplete"} 1"#))
+        #expect(text.contains(#"kassa_sessions{state="completed"} 1"#))
+        #expect(text.contains(#"kassa_upstream_requests_total{operation="start-payment-attempt",status="200"} 1"#))
+        #expect(text.contains(#"kassa_problems_total{type="urn:kassa:problem:not-found"} 1"#))
+        #expect(text.contains("kassa_push_latency_seconds_count"))
+        #expect(text.contains("kassa_eventlog_batch_size_count"))
+        #expect(text.contains("kassa_process_resident_memory_bytes"))
+        for name in KassaMetricsNames.all { #expect(text.contains("# TYPE \(name) "), "\(name) is not exported") }
+        #expect(!text.contains(session.id), "a session id became a label")
+        await t.stop()
+    }
+
+    @Test("dashboards and alert rules use only exported metrics; promtool accepts the rules; docker files agree")
+    func opsFiles() async throws {
+        let t = try TestNode()
+        let (text, _) = try await scrapeAfterFlow(t)
+        let scrapeFile = t.dir.file("scrape.txt")
+        try text.write(toFile: scrapeFile, atomically: true, encoding: .utf8)
+        let root = testsPath("..")
+        let (rulesStatus, rulesOutput) = try await run(["promtool", "check", "rules", root + "/dashboards/alerts.yml"])
+        #expect(rulesStatus == 0, "\(rulesOutput)")
+        let (status, output) = try await runPython([testsPath("python/check_ops_files.py"), root, scrapeFile])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("checks passed"))
+        await t.stop()
+    }
+
+    @Test("the circuit breaker opens after repeated failures, fails fast, and closes after a good trial")
+    func circuitBreaker() {
+        var breaker = CircuitBreaker(failureThreshold: 3, openSeconds: 10)
+        for i in 0..<3 {
+            #expect(breaker.allow(now: Double(i)))
+            breaker.record(success: false, now: Double(i))
+        }
+        #expect(breaker.isOpen)
+        #expect(!breaker.allow(now: 5), "open: fail fast")
+        #expect(breaker.allow(now: 13), "after openSeconds one trial goes through")
+        #expect(!breaker.allow(now: 13.1), "only one trial at a time")
+        let change = breaker.record(success: true, now: 13.2)
+        #expect(change == .closed)
+        #expect(breaker.allow(now: 14))
+        breaker.record(success: false, now: 15)
+        #expect(!breaker.isOpen, "one failure after a success does not open it")
+    }
+}
+
+import KassaGateway
+
+enum KassaMetricsNames {
+    static var all: [String] { KassaMetrics.catalogue.map(\.name) }
+}
