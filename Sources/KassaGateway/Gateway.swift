@@ -32,6 +32,7 @@ public final class Gateway: EdgeHandler {
         self.router = Router(Gateway.routes)
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
         let metrics = self.metrics
+        metrics.prepare(upstreamHost: URLComponents(string: configuration.upstreamURL)?.host ?? "")
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }

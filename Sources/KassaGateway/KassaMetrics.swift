@@ -59,6 +59,14 @@ public final class KassaMetrics: Sendable {
         }
     }
 
+    /// Series with labels that must exist before anything happens (alerts and panels read them).
+    func prepare(upstreamHost: String) {
+        circuit(host: upstreamHost, open: false)
+        for operation in Self.operations.sorted() {
+            Counter(label: "kassa_upstream_retries_total", dimensions: [("operation", operation)], factory: factory).increment(by: 0)
+        }
+    }
+
     // MARK: Recording
 
     func httpRequest(route: String, status: Int, seconds: Double) {

@@ -78,17 +78,23 @@ struct ObservabilityTests {
     @Test("the circuit breaker opens after repeated failures, fails fast, and closes after a good trial")
     func circuitBreaker() {
         var breaker = CircuitBreaker(failureThreshold: 3, openSeconds: 10)
+        var allowed: [Bool] = []
         for i in 0..<3 {
-            #expect(breaker.allow(now: Double(i)))
+            allowed.append(breaker.allow(now: Double(i)))
             breaker.record(success: false, now: Double(i))
         }
+        #expect(allowed == [true, true, true])
         #expect(breaker.isOpen)
-        #expect(!breaker.allow(now: 5), "open: fail fast")
-        #expect(breaker.allow(now: 13), "after openSeconds one trial goes through")
-        #expect(!breaker.allow(now: 13.1), "only one trial at a time")
+        let whileOpen = breaker.allow(now: 5)
+        #expect(!whileOpen, "open: fail fast")
+        let trial = breaker.allow(now: 13)
+        #expect(trial, "after openSeconds one trial goes through")
+        let second = breaker.allow(now: 13.1)
+        #expect(!second, "only one trial at a time")
         let change = breaker.record(success: true, now: 13.2)
         #expect(change == .closed)
-        #expect(breaker.allow(now: 14))
+        let afterClose = breaker.allow(now: 14)
+        #expect(afterClose)
         breaker.record(success: false, now: 15)
         #expect(!breaker.isOpen, "one failure after a success does not open it")
     }

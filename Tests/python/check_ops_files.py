@@ -31,6 +31,7 @@ def metric_names(expr):
 
 
 def main(root, scrape_file):
+    root = os.path.realpath(root)
     scrape = open(scrape_file).read()
     exported = set(re.findall(r"^# TYPE (\S+) ", scrape, re.M))
     check(len(exported) >= 15, f"the scrape exports only {len(exported)} metrics")
