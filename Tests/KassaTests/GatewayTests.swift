@@ -30,6 +30,7 @@ struct TestNode {
                                            upstreamTimeoutMs: upstreamTimeoutMs, appleAppIDs: ["TEAMID.com.example.app"],
                                            sessionRetry: RetryPolicy(baseDelayMs: 20, maxDelayMs: 100, deadlineMs: 600),
                                            sessionPollIntervalMs: 100)
+        gateway.circuitBreaker = CircuitBreaker(failureThreshold: 5, openSeconds: 0.3)
         configure(&gateway)
         node = try KassaNode(edge: EdgeConfiguration(host: "127.0.0.1", port: 0), gateway: gateway,
                              databasePath: dir.file("kassa.sqlite"), logger: logger)

@@ -8,23 +8,8 @@ import Testing
 struct ObservabilityTests {
     let client = UpstreamClient()
 
-    /// Runs a command with `input` on stdin; its status and output.
     func run(_ arguments: [String], input: String? = nil) async throws -> (Int32, String) {
-        try await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = arguments
-            let output = Pipe(), stdin = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            process.standardInput = stdin
-            try launch(process)
-            if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-            try stdin.fileHandleForWriting.close()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
+        try await runCommand(arguments, input: input)
     }
 
     func scrapeAfterFlow(_ t: TestNode) async throws -> (String, SessionClient.Created) {

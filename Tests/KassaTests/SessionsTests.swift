@@ -281,9 +281,20 @@ struct SessionsTests {
             .filter { $0.kind == "upstream.request" && $0.data?["operation"]?.stringValue == "start-payment-attempt" }
         #expect(attempts.count == 1)
 
+        // Five failures in a row opened the host's circuit breaker: calls failed fast, and it shows.
+        #expect(try t.node.store.eventLog.events(sessionID: session.id).contains { $0.kind == "upstream.circuit" && $0.data?["open"] == true })
+        let metrics = try await c.client.send(UpstreamRequest(url: t.base + "/metrics")).text
+        #expect(metrics.contains("kassa_upstream_retries_total{operation=\"get-payment\"}"))
+
+        // Upstream recovers. A client retries until the breaker lets a trial through.
         t.simulator.setFaults([])
-        #expect(try await c.command(session, "retry").status == 202)
-        _ = try await stream.event("PaymentSessionComplete")
+        var outcome = ""
+        for _ in 0..<20 where outcome != "PaymentSessionComplete" {
+            #expect(try await c.command(session, "retry").status == 202)
+            outcome = try await stream.read { ["PaymentSessionComplete", "SdkProblemOccurred"].contains($0["type"]?.stringValue ?? "") }
+                .last?["type"]?.stringValue ?? ""
+        }
+        #expect(outcome == "PaymentSessionComplete")
         await t.stop()
     }
 

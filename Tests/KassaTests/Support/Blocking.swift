@@ -33,18 +33,17 @@ struct TempDirectory {
 /// Runs a Python 3 program (from the PATH's python3, where `make test`
 /// installed its packages) and returns its exit status and combined output.
 func runPython(_ arguments: [String], environment extra: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    try await runCommand(["python3"] + arguments, environment: extra)
+}
+
+/// Runs a program found on PATH, feeding it `input`; its exit status and output (stdout then stderr).
+func runCommand(_ arguments: [String], input: String? = nil, environment extra: [String: String] = [:]) async throws -> (status: Int32, output: String) {
     try await onThread {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try launch(process)
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let child = try ChildProcess(arguments, environment: ProcessInfo.processInfo.environment.merging(extra) { $1 })
+        if let input { child.write(input) }
+        child.closeInput()
+        let status = child.waitForExit(seconds: 300) ?? -1
+        return (status, child.stdoutText + child.stderrText)
     }
 }
 
@@ -52,14 +51,4 @@ func runPython(_ arguments: [String], environment extra: [String: String] = [:])
 func testsPath(_ relative: String) -> String {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent(relative).path
-}
-
-/// Foundation's `Process.run()` is not safe to call from several threads at
-/// once on Linux (it crashed here copying the environment): launches take turns.
-private let processLaunchLock = NSLock()
-
-func launch(_ process: Process) throws {
-    processLaunchLock.lock()
-    defer { processLaunchLock.unlock() }
-    try process.run()
 }
