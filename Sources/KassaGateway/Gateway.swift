@@ -62,6 +62,8 @@ public final class Gateway: EdgeHandler {
         let elapsed = started.duration(to: .now)
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
+        logger.debug("\(request.method.rawValue) \(request.path) \(response.status)",
+                     metadata: ["trace_id": "\(traceID)", "request_id": "\(requestID)", "route": "\(routeName)"])
         if routeName != "health" {
             store.eventLog.append(LogEvent(
                 atMs: Self.nowMs(), sessionID: Self.sessionID(of: request, routeName: routeName, response: response),

@@ -60,6 +60,21 @@ struct ObservabilityTests {
         await t.stop()
     }
 
+    @Test("log lines are JSON with level, message, session id and trace id")
+    func logLines() async throws {
+        let t = try TestNode()
+        let (session, stream) = try await t.sessions.fetched()
+        stream.connection.close()
+        let lines = t.logs.text.split(separator: "\n").compactMap { try? JSONValue.parse(String($0)) }
+        #expect(!lines.isEmpty)
+        #expect(lines.allSatisfy { $0["level"] != nil && $0["message"] != nil && $0["at"] != nil })
+        let sessionLines = lines.filter { $0["session_id"]?.stringValue == session.id }
+        #expect(!sessionLines.isEmpty)
+        #expect(sessionLines.allSatisfy { TraceContext.isTraceID($0["trace_id"]?.stringValue ?? "") })
+        #expect(!t.logs.text.contains(session.token))
+        await t.stop()
+    }
+
     @Test("the circuit breaker opens after repeated failures, fails fast, and closes after a good trial")
     func circuitBreaker() {
         var breaker = CircuitBreaker(failureThreshold: 3, openSeconds: 10)

@@ -173,6 +173,8 @@ actor SessionActor {
                                                summary: "\(from.rawValue) → \(phase.rawValue)", traceID: traceID,
                                                data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))
         gateway.sessionPhaseChanged(id: id, from: from, phase: phase)
+        gateway.logger.info("session \(phase.rawValue)", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)",
+                                                                   "from": "\(from.rawValue)", "to": "\(phase.rawValue)"])
     }
 
     /// Waits until every push so far is committed, then sends those not yet sent, in order.
