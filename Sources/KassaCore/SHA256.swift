@@ -51,3 +51,17 @@ public enum SHA256 {
 
     @inline(__always) static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
 }
+
+/// HMAC-SHA-256 (RFC 2104), for tokens any node of a cluster can check.
+public enum HMACSHA256 {
+    public static func mac(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var k = key.count > 64 ? SHA256.digest(key) : key
+        k += [UInt8](repeating: 0, count: 64 - k.count)
+        let inner = SHA256.digest(k.map { $0 ^ 0x36 } + message)
+        return SHA256.digest(k.map { $0 ^ 0x5c } + inner)
+    }
+
+    public static func hex(key: String, message: String) -> String {
+        mac(key: Array(key.utf8), message: Array(message.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+}

@@ -29,6 +29,9 @@ public struct GatewayConfiguration: Sendable {
     public var sessionPollIntervalMs: Int
     /// The breaker each upstream host starts with.
     public var circuitBreaker = CircuitBreaker()
+    /// Signs client tokens. Nodes that share it can pick up each other's sessions; by default
+    /// each process makes its own, and its tokens work only on it.
+    public var clusterSecret = Secrets.randomHex(bytes: 32)
 
     public static let defaultTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
 

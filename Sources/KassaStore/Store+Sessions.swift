@@ -44,14 +44,21 @@ extension Store {
     }
 
     public func insertSession(_ s: SessionRecord) async throws {
-        try await pool.write { db in
-            try db.execute(sql: """
+        try await pool.write { db in try Self.insert(s, db) }
+    }
+
+    /// The blocking form, for the rare insert that must happen before an answer on the edge thread.
+    public func insertSessionNow(_ s: SessionRecord) throws {
+        try pool.write { db in try Self.insert(s, db) }
+    }
+
+    static func insert(_ s: SessionRecord, _ db: Database) throws {
+        try db.execute(sql: """
                 INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
                                      trace_id, msisdn_suffix, last_problem_type)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
                                   s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType])
-        }
     }
 
     public func updateSessionPhase(id: String, phase: String, atMs: Int64) async throws {

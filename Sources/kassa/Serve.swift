@@ -53,6 +53,8 @@ struct Serve: AsyncParsableCommand {
     var publicURL: String?
     @Option(name: .customLong("ios-trampoline-url"), help: "The back-link page the iOS payment url helper redirects to. (KASSA_IOS_TRAMPOLINE_URL, default Swedbank Pay's)")
     var iosTrampolineURL: String?
+    @Option(name: .customLong("cluster-secret"), help: "Signs client tokens; nodes sharing it can pick up each other's sessions. (KASSA_CLUSTER_SECRET, default: one per process)")
+    var clusterSecret: String?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
     var retentionDays: Int?
     @Option(name: .customLong("retention-max-bytes"), help: "Largest size of the live data; the oldest events go first. (KASSA_RETENTION_MAX_BYTES, default 1073741824)")
@@ -97,7 +99,7 @@ struct Serve: AsyncParsableCommand {
             idleTimeoutSeconds: try setting(idleTimeout, "KASSA_IDLE_TIMEOUT", default: 60),
             requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
             shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
-        let gateway = GatewayConfiguration(
+        let gatewayBase = GatewayConfiguration(
             apiKeys: keys, adminToken: admin, upstreamURL: upstream, upstreamToken: token,
             allowedUpstreamHosts: allowedHosts,
             upstreamTimeoutMs: try setting(upstreamTimeoutMs, "KASSA_UPSTREAM_TIMEOUT_MS", default: 10_000),
@@ -105,6 +107,10 @@ struct Serve: AsyncParsableCommand {
             appleAppIDs: commaList(setting(appleAppIDs, "KASSA_APPLE_APP_IDS", default: "")),
             iosTrampolineURL: setting(iosTrampolineURL, "KASSA_IOS_TRAMPOLINE_URL", default: GatewayConfiguration.defaultTrampolineURL),
             publicBaseURL: setting(publicURL, "KASSA_PUBLIC_URL", default: ""))
+
+        var gateway = gatewayBase
+        let secret = setting(clusterSecret, "KASSA_CLUSTER_SECRET", default: "")
+        if !secret.isEmpty { gateway.clusterSecret = secret }
 
         // Signals are taken before the port opens, so an early SIGTERM still stops cleanly.
         let stopSignal = StopSignal()

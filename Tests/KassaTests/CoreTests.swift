@@ -102,3 +102,28 @@ struct RouterTests {
         guard case .found = router.match(.HEAD, "/v1/sessions/x") else { Issue.record("HEAD follows GET"); return }
     }
 }
+
+@Suite("Core: tokens and hashes")
+struct TokenTests {
+    @Test("SHA-256 and HMAC-SHA-256 match the standard test vectors")
+    func vectors() {
+        #expect(SHA256.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(HMACSHA256.hex(key: "key", message: "The quick brown fox jumps over the lazy dog")
+                == "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8")
+    }
+
+    @Test("a session token verifies only with its secret, unaltered, and hides the href")
+    func sessionToken() {
+        let token = SessionToken.issue(sessionID: "abc123", href: "https://up.example/psp/paymentsessions/t0k", secret: "s1")
+        #expect(SessionToken.verify(token, secret: "s1") == SessionToken(sessionID: "abc123", href: "https://up.example/psp/paymentsessions/t0k"))
+        #expect(SessionToken.verify(token, secret: "s2") == nil)
+        #expect(!token.contains("up.example") && Base64URL.decode(String(token.split(separator: ".")[1])).map { String(decoding: $0, as: UTF8.self).contains("up.example") } == false)
+        var tampered = Array(token)
+        tampered[40] = tampered[40] == "A" ? "B" : "A"
+        #expect(SessionToken.verify(String(tampered), secret: "s1") == nil)
+        #expect(SessionToken.verify("nonsense", secret: "s1") == nil)
+        #expect(token != SessionToken.issue(sessionID: "abc123", href: "https://up.example/psp/paymentsessions/t0k", secret: "s1"))
+        #expect(Base64URL.decode(Base64URL.encode(Array("hello, world?".utf8))) == Array("hello, world?".utf8))
+    }
+}

@@ -14,7 +14,8 @@ struct SessionsTests {
         let t = try TestNode()
         let c = t.sessions
         let session = try await c.create()
-        #expect(session.token.count == 48, "192-bit client token")
+        #expect(SessionToken.verify(session.token, secret: t.node.gateway.configuration.clusterSecret)?.sessionID == session.id)
+        #expect(!session.token.contains("paymentsessions"), "the upstream href inside the token is sealed")
         let stream = try await c.stream(session)
         let fetched = try await stream.event("PaymentSessionFetched")
         let instruments = fetched["data"]?["availableInstruments"]?.arrayValue?.compactMap { $0["type"]?.stringValue }

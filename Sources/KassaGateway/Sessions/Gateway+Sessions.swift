@@ -59,7 +59,7 @@ extension Gateway {
             return .problem(.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body"))
         }
 
-        let token = Secrets.randomHex(bytes: 24)
+        let token = SessionToken.issue(sessionID: id, href: href, secret: configuration.clusterSecret)
         let now = Self.nowMs()
         let record = Store.SessionRecord(id: id, clientTokenSHA256: SHA256.hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
@@ -93,8 +93,11 @@ extension Gateway {
     /// The session named in the path, if the request carries its client token.
     func authorizedSession(_ context: RequestContext) -> Result<SessionActor, Refusal> {
         let id = context.parameters["id"] ?? ""
-        guard let actor = session(id) else { return .failure(Refusal(response: .problem(.notFound("no session \(id)")))) }
-        guard SessionRegistry.tokenMatches(Self.clientToken(context.request.headers, query: context.request.query), actor) else {
+        let token = Self.clientToken(context.request.headers, query: context.request.query)
+        guard let actor = session(id) ?? adopt(id, token: token, since: 0) else {
+            return .failure(Refusal(response: .problem(.notFound("no session \(id)"))))
+        }
+        guard SessionRegistry.tokenMatches(token, actor) else {
             return .failure(Refusal(response: Self.unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")))
         }
         return .success(actor)
@@ -175,6 +178,32 @@ extension Gateway {
                                             pollIntervalMs: configuration.sessionPollIntervalMs)
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, gateway: self)
+    }
+
+    /// A session this node has never held, vouched for by its client token (signed with the
+    /// cluster secret): another node created it. It is picked up from upstream, which is the
+    /// source of truth, and its pushes continue after `since`, the last seq the client saw.
+    func adopt(_ id: String, token: String?, since: Int64) -> SessionActor? {
+        guard let token, let claim = SessionToken.verify(token, secret: configuration.clusterSecret), claim.sessionID == id,
+              PaymentURLHelper.isSafeID(id), isAllowedUpstream(claim.href) else { return nil }
+        let now = Self.nowMs()
+        let traceID = TraceContext.newTraceID()
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: SHA256.hex(token), viewHref: claim.href, payeeReference: nil,
+                                         paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
+                                         createdAtMs: now, updatedAtMs: now, traceID: traceID)
+        do { try store.insertSessionNow(record) } catch { return sessions.session(id) }
+        let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
+                                            history: since > 0 ? ["PaymentSessionFetched"] : [],
+                                            pollIntervalMs: configuration.sessionPollIntervalMs)
+        let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
+                                     history: [], seqBase: since, gateway: self)
+        let actor = sessions.add(candidate)
+        guard actor === candidate else { return actor }
+        store.eventLog.append(LogEvent(atMs: now, sessionID: id, kind: "session.adopted",
+                                       summary: "picked up from another node, continuing after seq \(since)", traceID: traceID))
+        logger.info("session adopted", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)", "since": "\(since)"])
+        Task { await actor.start() }
+        return actor
     }
 
     /// Picks up the sessions a previous run left unfinished and re-reads them upstream.

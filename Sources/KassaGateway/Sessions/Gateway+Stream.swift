@@ -10,12 +10,14 @@ extension Gateway {
         guard let id = Self.streamPattern.match(upgrade.path)?["id"] else {
             return .problem(.notFound("no WebSocket route for \(upgrade.path)"))
         }
-        guard let actor = session(id) else { return .problem(.notFound("no session \(id)")) }
-        guard SessionRegistry.tokenMatches(Self.clientToken(upgrade.headers, query: upgrade.query), actor) else {
-            return Self.unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")
-        }
         if let since = upgrade.queryValue("since"), Int64(since).map({ $0 < 0 }) ?? true {
             return .problem(.badRequest("since must be a whole number ≥ 0", parameter: "since"))
+        }
+        let token = Self.clientToken(upgrade.headers, query: upgrade.query)
+        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
+        guard let actor = session(id) ?? adopt(id, token: token, since: since) else { return .problem(.notFound("no session \(id)")) }
+        guard SessionRegistry.tokenMatches(token, actor) else {
+            return Self.unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")
         }
         return nil
     }

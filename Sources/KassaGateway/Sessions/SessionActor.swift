@@ -43,14 +43,16 @@ actor SessionActor {
     /// Restored sessions that had already ended are never started again.
     nonisolated let initialPhaseIsTerminal: Bool
 
-    init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush], gateway: Gateway) {
+    /// `seqBase`: for a session picked up from another node, the last seq its client saw.
+    init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush],
+         seqBase: Int64 = 0, gateway: Gateway) {
         self.id = id
         self.traceID = traceID
         self.clientTokenSHA256 = clientTokenSHA256
         self.machine = machine
         self.gateway = gateway
         self.pushes = history
-        self.seq = history.last?.seq ?? 0
+        self.seq = max(history.last?.seq ?? 0, seqBase)
         self.sentUpTo = seq
         self.lastPhase = machine.phase
         self.initialPhaseIsTerminal = machine.phase.isTerminal

@@ -9,7 +9,15 @@ final class SessionRegistry: Sendable {
 
     func session(_ id: String) -> SessionActor? { sessions.withLock { $0[id] } }
 
-    func add(_ actor: SessionActor) { sessions.withLock { $0[actor.id] = actor } }
+    /// Adds the session unless one with its id is already held; returns the one held.
+    @discardableResult
+    func add(_ actor: SessionActor) -> SessionActor {
+        sessions.withLock { all in
+            if let existing = all[actor.id] { return existing }
+            all[actor.id] = actor
+            return actor
+        }
+    }
 
     var count: Int { sessions.withLock { $0.count } }
 
