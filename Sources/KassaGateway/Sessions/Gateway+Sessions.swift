@@ -76,7 +76,8 @@ extension Gateway {
                                        data: ["payeeReference": payeeReference.map { .string($0) } ?? .null,
                                               "paymentOrder": paymentOrderID.map { .string($0) } ?? .null,
                                               "viewPaymentSession": .string(Redaction.redactURLQuery(href))]))
-        await actor.start()
+        // The session starts on its first use (stream, command or read), on whichever node of a
+        // cluster its id routes to: that node picks it up with the token if it did not create it.
         return .json(["id": .string(id), "clientToken": .string(token), "streamUrl": .string("/v1/sessions/\(id)/stream"),
                       "state": .string(await actor.phase.rawValue)], status: 201)
     }
@@ -163,10 +164,7 @@ extension Gateway {
     func session(_ id: String) -> SessionActor? {
         if let actor = sessions.session(id) { return actor }
         guard PaymentURLHelper.isSafeID(id), let record = try? store.session(id: id) else { return nil }
-        let actor = restore(record)
-        sessions.add(actor)
-        if !(actor.initialPhaseIsTerminal) { Task { await actor.start() } }
-        return sessions.session(id)
+        return sessions.add(restore(record))
     }
 
     func restore(_ record: Store.SessionRecord) -> SessionActor {

@@ -61,12 +61,18 @@ actor SessionActor {
 
     var phase: PaymentSessionMachine.Phase { machine.phase }
 
+    private var started = false
+
+    /// Starts driving the session upstream; later calls do nothing.
     func start() async {
+        guard !started, !initialPhaseIsTerminal else { return }
+        started = true
         await run(machine.start())
     }
 
     /// A client command; the problem says why it was refused.
     func command(_ command: PaymentSessionMachine.Command, source: String) async -> Problem? {
+        await start()
         gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "client.command",
                                                summary: "\(source): \(Self.name(command))", traceID: traceID,
                                                data: ["command": .string(Self.name(command)), "source": .string(source)]))
@@ -102,7 +108,8 @@ actor SessionActor {
     /// Later pushes reach it live; between the two there is no gap and no repeat.
     /// The missed frames are queued for the connection here, inside the actor,
     /// so no live push can overtake them.
-    func subscribe(_ connection: UInt64, since: Int64) {
+    func subscribe(_ connection: UInt64, since: Int64) async {
+        await start()
         subscribers.insert(connection)
         guard let edge = gateway.edge else { return }
         for push in pushes where push.seq > since && push.seq <= sentUpTo {
@@ -112,7 +119,12 @@ actor SessionActor {
 
     func unsubscribe(_ connection: UInt64) { subscribers.remove(connection) }
 
-    func snapshot() -> JSONValue {
+    func snapshot() async -> JSONValue {
+        await start()
+        return snapshotNow()
+    }
+
+    private func snapshotNow() -> JSONValue {
         ["id": .string(id), "state": .string(machine.phase.rawValue), "seq": .number(Double(sentUpTo)),
          "availableInstruments": .array(machine.availableInstruments), "lastProblem": machine.lastProblem ?? .null]
     }

@@ -1,0 +1,101 @@
+import Foundation
+import KassaCore
+import KassaUpstream
+import Testing
+
+/// Three `kassa serve` nodes behind a real HAProxy (docker/haproxy.cfg), the simulator on its own.
+@Suite("Several nodes behind HAProxy")
+struct ClusterTests {
+    let client = UpstreamClient()
+
+    func listeningPort(_ p: KassaProcess) async throws -> Int {
+        let line = try await onThread { p.waitForLog(message: "listening") }
+        return try #require(line?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
+    }
+
+    @Test("each session stays on one node; when that node dies, another picks the session up and the client resumes")
+    func failover() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let sim = try KassaProcess(["sim", "--listen", "127.0.0.1:0", "--payer-delay-ms", "100"])
+        let simPort = try await listeningPort(sim)
+        let ports = try (0..<4).map { _ in try closedPort() }
+        var nodes: [KassaProcess] = []
+        for i in 0..<3 {
+            nodes.append(try KassaProcess(["serve", "--listen", "127.0.0.1:\(ports[i])", "--db", dir.file("node\(i).sqlite"),
+                                           "--api-keys", "k", "--admin-token", "a", "--upstream-url", "http://127.0.0.1:\(simPort)",
+                                           "--upstream-token", "kassa-simulator-token", "--cluster-secret", "shared-secret"]))
+        }
+        for node in nodes { _ = try await listeningPort(node) }
+
+        // The committed config, with this run's ports.
+        var config = try String(contentsOfFile: testsPath("../docker/haproxy.cfg"), encoding: .utf8)
+        config = config.replacingOccurrences(of: "bind 127.0.0.1:8080", with: "bind 127.0.0.1:\(ports[3])")
+        for i in 0..<3 { config = config.replacingOccurrences(of: "127.0.0.1:808\(i + 1)", with: "127.0.0.1:\(ports[i])") }
+        let configFile = dir.file("haproxy.cfg")
+        try config.write(toFile: configFile, atomically: true, encoding: .utf8)
+        let haproxy = try ChildProcess(["haproxy", "-db", "-f", configFile], environment: ProcessInfo.processInfo.environment)
+        defer { haproxy.signal(SIGTERM); for node in nodes { node.signal(SIGKILL) }; sim.signal(SIGTERM) }
+        let front = "http://127.0.0.1:\(ports[3])"
+        var up = false
+        for _ in 0..<100 where !up {
+            up = (try? await client.send(UpstreamRequest(url: front + "/healthz", totalTimeoutMs: 500)))?.status == 200
+            if !up { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(up, "HAProxy answers: \(haproxy.stderrText)")
+
+        let c = SessionClient(base: front, port: ports[3])
+        var sessions: [(SessionClient.Created, Stream)] = []
+        for _ in 0..<6 {
+            let created = try await SessionClient.createVia(c, key: "k")
+            let stream = try await c.stream(created)
+            _ = try await stream.event("PaymentSessionFetched")
+            sessions.append((created, stream))
+        }
+
+        // Which node drives each session: the one whose event log has its pushes.
+        func owners(_ id: String) async throws -> [Int] {
+            var found: [Int] = []
+            for i in 0..<3 {
+                // A dead node does not answer: it holds nothing any more.
+                guard let r = try? await client.send(UpstreamRequest(url: "http://127.0.0.1:\(ports[i])/v1/admin/events?session=\(id)&kind=push.sent",
+                                                                     headers: [("Authorization", "Bearer a")])) else { continue }
+                if !(try JSONValue.parse(r.body)["events"]?.arrayValue ?? []).isEmpty { found.append(i) }
+            }
+            return found
+        }
+        var ownerOf: [String: Int] = [:]
+        for (session, stream) in sessions {
+            try await stream.send(["id": "p", "type": "ping"])
+            _ = try await stream.ack("p")
+            let found = try await owners(session.id)
+            #expect(found.count == 1, "session \(session.id) ran on nodes \(found)")
+            ownerOf[session.id] = found.first
+        }
+        #expect(Set(ownerOf.values).count >= 2, "six sessions spread over the nodes: \(ownerOf)")
+
+        // The node of the first session dies. Its client reconnects through HAProxy with since.
+        let (victim, victimStream) = sessions[0]
+        let dead = try #require(ownerOf[victim.id])
+        nodes[dead].signal(SIGKILL)
+        _ = try? await victimStream.read { _ in false }
+        var resumed: Stream?
+        for _ in 0..<60 where resumed == nil {
+            resumed = try? await c.stream(victim, since: 1)
+            if resumed == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let stream = try #require(resumed, "the client could not reconnect")
+        try await stream.send(["id": "go", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        #expect(try await stream.ack("go")["ok"] == true)
+        let complete = try await stream.event("PaymentSessionComplete")
+        #expect((complete["seq"]?.intValue ?? 0) > 1, "the stream continues after the seq the client had")
+        let newOwners = try await owners(victim.id).filter { $0 != dead }
+        #expect(newOwners.count == 1, "another node picked the session up: \(newOwners)")
+
+        // The other sessions carry on where they were.
+        let (other, otherStream) = sessions.first { ownerOf[$0.0.id] != dead }!
+        try await otherStream.send(["id": "x", "type": "attempt", "instrument": ["type": "ApplePay"]])
+        _ = try await otherStream.event("PaymentSessionComplete")
+        #expect(try await owners(other.id) == [ownerOf[other.id]!])
+    }
+}
