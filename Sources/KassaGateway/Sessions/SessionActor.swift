@@ -109,6 +109,14 @@ actor SessionActor {
     /// The missed frames are queued for the connection here, inside the actor,
     /// so no live push can overtake them.
     func subscribe(_ connection: UInt64, since: Int64) async {
+        if !started, pushes.isEmpty, since > seq {
+            // Created here but driven by another node until now (it failed): the client has
+            // seen up to `since` there. Continue after it, as a node picking the session up does.
+            seq = since
+            sentUpTo = since
+            machine = PaymentSessionMachine(restoring: machine.sessionURL, phase: .starting, history: ["PaymentSessionFetched"],
+                                            pollIntervalMs: machine.pollIntervalMs)
+        }
         await start()
         subscribers.insert(connection)
         guard let edge = gateway.edge else { return }

@@ -25,7 +25,8 @@ final class RawSocket: @unchecked Sendable {
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard result == 0 else { close(fd); throw TestFailure("connect to \(port) failed") }
+        // No close(fd) here: deinit closes it (a second close could hit a descriptor reused meanwhile).
+        guard result == 0 else { throw TestFailure("connect to \(port) failed") }
     }
 
     deinit { close(fd) }
