@@ -281,6 +281,12 @@ extension EdgeServer {
             refuse(wsi: wsi, user: user, .problem(.serviceUnavailable("the server is shutting down")))
             return 1
         }
+        if configuration.maxWebSockets > 0, openWebSocketCount.load(ordering: .relaxed) >= configuration.maxWebSockets {
+            refuse(wsi: wsi, user: user, .problem(.kassa("capacity", "Service Unavailable", 503,
+                                                         detail: "this node holds its maximum of \(configuration.maxWebSockets) WebSockets"),
+                                                  headers: [("retry-after", "5")]))
+            return 1
+        }
         if let refusal = handler.shouldAcceptWebSocket(upgrade) {
             refuse(wsi: wsi, user: user, refusal)
             return 1

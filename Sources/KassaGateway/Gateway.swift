@@ -17,6 +17,9 @@ public final class Gateway: EdgeHandler {
     private let edgeReference = Mutex<EdgeServer?>(nil)
     let sessions = SessionRegistry()
     public let metrics = KassaMetrics()
+    /// Rate limits by client address and by API key.
+    let ipLimiter: Mutex<RateLimiter>?
+    let keyLimiter: Mutex<RateLimiter>?
     /// Circuit breakers by upstream host.
     let breakers = Mutex<[String: CircuitBreaker]>([:])
     let idempotencyInFlight = Mutex<Set<String>>([])
@@ -30,6 +33,8 @@ public final class Gateway: EdgeHandler {
         self.upstream = upstream
         self.logger = logger
         self.router = Router(Gateway.routes)
+        ipLimiter = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
+        keyLimiter = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
         let metrics = self.metrics
         metrics.prepare(upstreamHost: URLComponents(string: configuration.upstreamURL)?.host ?? "")
@@ -51,7 +56,12 @@ public final class Gateway: EdgeHandler {
         let started = ContinuousClock.now
         let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
         let traceID = TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
-        var (routeName, response) = await router.respond(self, request, requestID: requestID, traceID: traceID)
+        var (routeName, response): (String, HTTPResponse)
+        if let refusal = rateLimited(request) {
+            (routeName, response) = ("rate-limited", refusal)
+        } else {
+            (routeName, response) = await router.respond(self, request, requestID: requestID, traceID: traceID)
+        }
         if response.contentType == Problem.contentType {
             response = Self.stampInstance(response, requestID: requestID)
             if let type = (try? JSONValue.parse(response.body))?["type"]?.stringValue { metrics.problem(type: type) }
@@ -74,6 +84,22 @@ public final class Gateway: EdgeHandler {
                        "remote": .string(request.remoteAddress), "requestId": .string(requestID)]))
         }
         return response
+    }
+
+    /// 429 with Retry-After when the client address or the API key is over its rate; probes are never limited.
+    func rateLimited(_ request: HTTPRequest) -> HTTPResponse? {
+        guard request.path != "/healthz", request.path != "/readyz", request.path != "/metrics" else { return nil }
+        let now = Date().timeIntervalSince1970
+        var wait = ipLimiter?.withLock { $0.take(request.remoteAddress, now: now) }
+        if wait == nil, let key = request.headers[MerchantAPI.apiKeyHeader], !key.isEmpty {
+            // Keys are held as digests, so the limiter's memory holds no secret.
+            wait = keyLimiter?.withLock { $0.take(SHA256.hex(key), now: now) }
+        }
+        guard let wait else { return nil }
+        let seconds = max(1, Int(wait.rounded(.up)))
+        return .problem(.kassa("rate-limited", "Too Many Requests", 429, detail: "slow down: retry after \(seconds) s",
+                               extensions: ["retryAfter": .number(Double(seconds))]),
+                        headers: [("retry-after", String(seconds))])
     }
 
     /// The session a request concerns: from its path, or for a create, from the answer.

@@ -29,6 +29,11 @@ public struct GatewayConfiguration: Sendable {
     public var sessionPollIntervalMs: Int
     /// The breaker each upstream host starts with.
     public var circuitBreaker = CircuitBreaker()
+    /// Requests per second allowed from one client address (0: no limit), and per API key.
+    public var rateLimitPerIP: Double = 0
+    public var rateLimitPerKey: Double = 0
+    /// Sessions one node holds at most (0: no limit); creating more is refused with 503.
+    public var maxSessions = 0
     /// Signs client tokens. Nodes that share it can pick up each other's sessions; by default
     /// each process makes its own, and its tokens work only on it.
     public var clusterSecret = Secrets.randomHex(bytes: 32)

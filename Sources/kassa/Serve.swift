@@ -53,6 +53,14 @@ struct Serve: AsyncParsableCommand {
     var publicURL: String?
     @Option(name: .customLong("ios-trampoline-url"), help: "The back-link page the iOS payment url helper redirects to. (KASSA_IOS_TRAMPOLINE_URL, default Swedbank Pay's)")
     var iosTrampolineURL: String?
+    @Option(name: .customLong("rate-limit-ip"), help: "Requests per second from one client address; 0: none. (KASSA_RATE_LIMIT_IP, default 0)")
+    var rateLimitIP: Int?
+    @Option(name: .customLong("rate-limit-key"), help: "Requests per second with one API key; 0: none. (KASSA_RATE_LIMIT_KEY, default 0)")
+    var rateLimitKey: Int?
+    @Option(name: .customLong("max-websockets"), help: "WebSockets open at once at most; 0: no limit. (KASSA_MAX_WEBSOCKETS, default 0)")
+    var maxWebSockets: Int?
+    @Option(name: .customLong("max-sessions"), help: "Sessions one node holds at most; 0: no limit. (KASSA_MAX_SESSIONS, default 0)")
+    var maxSessions: Int?
     @Option(name: .customLong("cluster-secret"), help: "Signs client tokens; nodes sharing it can pick up each other's sessions. (KASSA_CLUSTER_SECRET, default: one per process)")
     var clusterSecret: String?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
@@ -90,7 +98,7 @@ struct Serve: AsyncParsableCommand {
         let upstreamHost = URLComponents(string: upstream)?.host ?? ""
         let allowedHosts = commaList(setting(allowedUpstreamHosts, "KASSA_ALLOWED_UPSTREAM_HOSTS", default: upstreamHost))
 
-        let edge = EdgeConfiguration(
+        var edge = EdgeConfiguration(
             host: host, port: port,
             maxBodyBytes: try setting(maxBodyBytes, "KASSA_MAX_BODY_BYTES", default: 1 << 20),
             maxFrameBytes: try setting(maxFrameBytes, "KASSA_MAX_FRAME_BYTES", default: 64 << 10),
@@ -99,6 +107,7 @@ struct Serve: AsyncParsableCommand {
             idleTimeoutSeconds: try setting(idleTimeout, "KASSA_IDLE_TIMEOUT", default: 60),
             requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
             shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
+        edge.maxWebSockets = try setting(maxWebSockets, "KASSA_MAX_WEBSOCKETS", default: 0)
         let gatewayBase = GatewayConfiguration(
             apiKeys: keys, adminToken: admin, upstreamURL: upstream, upstreamToken: token,
             allowedUpstreamHosts: allowedHosts,
@@ -111,6 +120,9 @@ struct Serve: AsyncParsableCommand {
         var gateway = gatewayBase
         let secret = setting(clusterSecret, "KASSA_CLUSTER_SECRET", default: "")
         if !secret.isEmpty { gateway.clusterSecret = secret }
+        gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
+        gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
+        gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
 
         // Signals are taken before the port opens, so an early SIGTERM still stops cleanly.
         let stopSignal = StopSignal()

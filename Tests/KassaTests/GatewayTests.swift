@@ -20,7 +20,8 @@ struct TestNode {
 
     /// With no `upstreamURL` the node runs its embedded simulator.
     init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, directory: TempDirectory? = nil,
-         configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+         configure: (inout GatewayConfiguration) -> Void = { _ in },
+         edge configureEdge: (inout EdgeConfiguration) -> Void = { _ in }) throws {
         dir = directory ?? TempDirectory()
         logs = LogSink(capturing: true)
         let sink = logs
@@ -32,7 +33,9 @@ struct TestNode {
                                            sessionPollIntervalMs: 100)
         gateway.circuitBreaker = CircuitBreaker(failureThreshold: 5, openSeconds: 0.3)
         configure(&gateway)
-        node = try KassaNode(edge: EdgeConfiguration(host: "127.0.0.1", port: 0), gateway: gateway,
+        var edge = EdgeConfiguration(host: "127.0.0.1", port: 0)
+        configureEdge(&edge)
+        node = try KassaNode(edge: edge, gateway: gateway,
                              databasePath: dir.file("kassa.sqlite"), logger: logger)
     }
 
@@ -69,7 +72,7 @@ struct GatewayTests {
 
     @Test("/readyz reports the store and an unreachable upstream")
     func readiness() async throws {
-        let down = try TestNode(upstreamURL: "http://127.0.0.1:\(try closedPort())/")
+        let down = try TestNode(upstreamURL: "http://127.0.0.1:1/")
         let notReady = try await client.send(UpstreamRequest(url: down.base + "/readyz"))
         #expect(notReady.status == 503)
         let body = try JSONValue.parse(notReady.body)

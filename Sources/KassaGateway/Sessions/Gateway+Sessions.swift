@@ -28,6 +28,11 @@ extension Gateway {
     }
 
     private func createSessionNow(_ context: RequestContext) async -> HTTPResponse {
+        if configuration.maxSessions > 0, sessions.count >= configuration.maxSessions {
+            return .problem(.kassa("capacity", "Service Unavailable", 503,
+                                   detail: "this node holds its maximum of \(configuration.maxSessions) sessions; try again later or another node"),
+                            headers: [("retry-after", "5")])
+        }
         var input: JSONInput
         switch JSONInput.parse(context.request.body) {
         case .success(let parsed): input = parsed
