@@ -23,6 +23,9 @@ public struct EdgeConfiguration: Sendable {
     public var webSocketProtocol: String
     /// WebSockets open at once at most (0: no limit); more are refused with 503.
     public var maxWebSockets = 0
+    /// PEM certificate (chain) and private key: with both, the port speaks only TLS (https, wss).
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
 
     public init(host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 1 << 20,
                 maxFrameBytes: Int = 64 << 10, maxOutboundBytes: Int = 1 << 20,

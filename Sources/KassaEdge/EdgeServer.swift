@@ -45,6 +45,8 @@ public final class EdgeServer: @unchecked Sendable {
     private var protocols: UnsafeMutablePointer<lws_protocols>?
     private var protocolName: UnsafeMutablePointer<CChar>?
     private var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
+    private var tlsPaths: (UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<CChar>?)?
+    private var alpn: UnsafeMutablePointer<CChar>?
 
     public init(configuration: EdgeConfiguration, handler: EdgeHandler) {
         self.configuration = configuration
@@ -55,6 +57,9 @@ public final class EdgeServer: @unchecked Sendable {
         protocols?.deallocate()
         free(protocolName)
         retryPolicy?.deallocate()
+        free(tlsPaths?.0)
+        free(tlsPaths?.1)
+        free(alpn)
     }
 
     /// Number of WebSockets currently open.
@@ -92,12 +97,25 @@ public final class EdgeServer: @unchecked Sendable {
         // Each request in flight holds a header table until it is answered.
         info.max_http_header_pool = 1024
 
+        if configuration.tlsCertificatePath != nil || configuration.tlsKeyPath != nil {
+            guard let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath,
+                  FileManager.default.isReadableFile(atPath: certificate), FileManager.default.isReadableFile(atPath: key) else {
+                throw EdgeStartError(description: "TLS needs both a readable certificate and a readable private key")
+            }
+            info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+            tlsPaths = (strdup(certificate), strdup(key))
+            // HTTP/1.1 only: the edge reads headers (custom ones included) the HTTP/1.1 way.
+            alpn = strdup("http/1.1")
+            info.alpn = UnsafePointer(alpn)
+            info.ssl_cert_filepath = UnsafePointer(tlsPaths?.0)
+            info.ssl_private_key_filepath = UnsafePointer(tlsPaths?.1)
+        }
         let created: OpaquePointer? = configuration.host.withCString { iface in
             info.iface = iface
             return lws_create_context(&info)
         }
         guard let context = created else {
-            throw EdgeStartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use or not available)")
+            throw EdgeStartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use or not available, or the TLS certificate and key do not load)")
         }
         if let vhost = lws_get_vhost_by_name(context, "default") {
             port = Int(lws_get_vhost_listen_port(vhost))

@@ -172,6 +172,7 @@ final class CurlEngine: @unchecked Sendable {
         _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.totalTimeoutMs)
         _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
         _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        if let ca = request.caCertificatePath { _ = kassa_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_PRIVATE, UnsafeMutableRawPointer(bitPattern: UInt(transfer.id)))
         let me = Unmanaged.passUnretained(transfer).toOpaque()
         _ = kassa_easy_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, curlWriteBody)

@@ -8,9 +8,12 @@ public struct UpstreamRequest: Sendable {
     public var connectTimeoutMs: Int
     /// Milliseconds allowed for the whole exchange, connection included.
     public var totalTimeoutMs: Int
+    /// PEM file of the certificate authorities to trust instead of the system's (a private CA, a test certificate).
+    public var caCertificatePath: String?
 
     public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
-                connectTimeoutMs: Int = 2_000, totalTimeoutMs: Int = 10_000) {
+                connectTimeoutMs: Int = 2_000, totalTimeoutMs: Int = 10_000, caCertificatePath: String? = nil) {
+        self.caCertificatePath = caCertificatePath
         self.method = method
         self.url = url
         self.headers = headers

@@ -57,6 +57,10 @@ struct Serve: AsyncParsableCommand {
     var rateLimitIP: Int?
     @Option(name: .customLong("rate-limit-key"), help: "Requests per second with one API key; 0: none. (KASSA_RATE_LIMIT_KEY, default 0)")
     var rateLimitKey: Int?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: with --tls-key, the port speaks https and wss only. (KASSA_TLS_CERT)")
+    var tlsCert: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert. (KASSA_TLS_KEY)")
+    var tlsKey: String?
     @Option(name: .customLong("max-websockets"), help: "WebSockets open at once at most; 0: no limit. (KASSA_MAX_WEBSOCKETS, default 0)")
     var maxWebSockets: Int?
     @Option(name: .customLong("max-sessions"), help: "Sessions one node holds at most; 0: no limit. (KASSA_MAX_SESSIONS, default 0)")
@@ -108,6 +112,8 @@ struct Serve: AsyncParsableCommand {
             requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
             shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
         edge.maxWebSockets = try setting(maxWebSockets, "KASSA_MAX_WEBSOCKETS", default: 0)
+        edge.tlsCertificatePath = setting(tlsCert, "KASSA_TLS_CERT", default: "").nonEmpty
+        edge.tlsKeyPath = setting(tlsKey, "KASSA_TLS_KEY", default: "").nonEmpty
         let gatewayBase = GatewayConfiguration(
             apiKeys: keys, adminToken: admin, upstreamURL: upstream, upstreamToken: token,
             allowedUpstreamHosts: allowedHosts,
