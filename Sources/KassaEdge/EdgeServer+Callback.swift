@@ -52,10 +52,7 @@ extension EdgeServer {
 /// connection through the id kept in its per-session data.
 func kassaEdgeCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons,
                        _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
-    guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else {
-        return lws_callback_http_dummy(wsi, reason, user, input, len)
-    }
-    let server = Unmanaged<EdgeServer>.fromOpaque(raw).takeUnretainedValue()
+    guard let wsi, let server = contextOwner(wsi, as: EdgeServer.self) else { return lws_callback_http_dummy(wsi, reason, user, input, len) }
     return server.handle(wsi: wsi, reason: reason, user: user, input: input, len: len)
 }
 

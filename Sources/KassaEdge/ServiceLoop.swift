@@ -57,3 +57,10 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         outbox.withLock { box in if box.alive, let context { lws_cancel_service(context) } }
     }
 }
+
+/// The object a libwebsockets context was created for (its `user` pointer): how the
+/// C callbacks, which cannot capture, find their server or client.
+func contextOwner<Owner: AnyObject>(_ wsi: OpaquePointer?, as: Owner.Type) -> Owner? {
+    guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else { return nil }
+    return Unmanaged<Owner>.fromOpaque(raw).takeUnretainedValue()
+}

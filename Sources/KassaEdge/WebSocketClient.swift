@@ -261,9 +261,6 @@ public final class WebSocketClientConnection: @unchecked Sendable {
 
 func kassaClientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons,
                          _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
-    guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else {
-        return lws_callback_http_dummy(wsi, reason, user, input, len)
-    }
-    let client = Unmanaged<WebSocketClient>.fromOpaque(raw).takeUnretainedValue()
+    guard let wsi, let client = contextOwner(wsi, as: WebSocketClient.self) else { return lws_callback_http_dummy(wsi, reason, user, input, len) }
     return client.handle(wsi: wsi, reason: reason, user: user, input: input, len: len)
 }
