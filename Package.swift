@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module below.
@@ -42,13 +43,18 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
+        // `kassa load`: scripted WebSocket load against a gateway.
+        .target(name: "KassaLoad", dependencies: [
+            "KassaCore", "KassaEdge", "KassaUpstream",
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ]),
         .executableTarget(name: "kassa", dependencies: [
-            "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream", "KassaSimulator",
+            "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream", "KassaSimulator", "KassaLoad",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "KassaTests", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator",
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -67,7 +67,7 @@ public final class EdgeServer: @unchecked Sendable {
 
     /// Binds the port and starts the service thread.
     public func start() throws(EdgeStartError) {
-        lws_set_log_level(Int32(ProcessInfo.processInfo.environment["KASSA_LWS_LOG_LEVEL"].flatMap { Int32($0) } ?? Int32(LLL_ERR)), nil)
+        setLibWebSocketsLogLevel()
 
         protocolName = strdup(configuration.webSocketProtocol)
         let table = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)

@@ -64,3 +64,9 @@ func contextOwner<Owner: AnyObject>(_ wsi: OpaquePointer?, as: Owner.Type) -> Ow
     guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else { return nil }
     return Unmanaged<Owner>.fromOpaque(raw).takeUnretainedValue()
 }
+
+/// libwebsockets logs errors only (its notices go to stderr, not to Kassa's JSON log);
+/// KASSA_LWS_LOG_LEVEL sets its bit mask when chasing a problem.
+func setLibWebSocketsLogLevel() {
+    lws_set_log_level(Int32(ProcessInfo.processInfo.environment["KASSA_LWS_LOG_LEVEL"].flatMap { Int32($0) } ?? Int32(LLL_ERR)), nil)
+}

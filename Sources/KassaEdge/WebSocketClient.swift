@@ -5,7 +5,9 @@ import Synchronization
 
 /// What a client connection delivers.
 public enum WebSocketClientEvent: Sendable, Equatable {
-    case text(String)
+    /// A text message, and when its last byte arrived (wall clock, ns since 1970):
+    /// stamped on the service thread so a busy consumer does not inflate latencies.
+    case text(String, receivedAtNs: UInt64)
     /// The connection ended; the close code the server sent, if any.
     case closed(UInt16?)
 }
@@ -28,7 +30,7 @@ public struct WebSocketClientError: Error, CustomStringConvertible, Sendable {
 /// ```
 public final class WebSocketClient: @unchecked Sendable {
     enum Command {
-        case connect(WebSocketClientConnection, host: String, port: Int, path: String, headers: [(String, String)])
+        case connect(WebSocketClientConnection, host: String, port: Int, path: String, headers: [(String, String)], source: String?)
         case send(UInt64, [UInt8])
         case close(UInt64)
         case stop
@@ -52,6 +54,7 @@ public final class WebSocketClient: @unchecked Sendable {
         table[0].callback = kassaClientCallback
         table[0].rx_buffer_size = 16 * 1024
         protocols = table
+        setLibWebSocketsLogLevel()
         var info = lws_context_creation_info()
         info.port = CONTEXT_PORT_NO_LISTEN
         info.protocols = UnsafePointer(table)
@@ -80,13 +83,14 @@ public final class WebSocketClient: @unchecked Sendable {
 
     func post(_ command: Command) { loop.post(command) }
 
-    /// Opens a WebSocket to `host:port` at `path` with the client's subprotocol.
-    public func connect(host: String = "127.0.0.1", port: Int, path: String,
-                        headers: [(String, String)] = []) async throws(WebSocketClientError) -> WebSocketClientConnection {
+    /// Opens a WebSocket to `host:port` at `path` with the client's subprotocol;
+    /// `sourceAddress` binds the local end (several loopback addresses give more ports).
+    public func connect(host: String = "127.0.0.1", port: Int, path: String, headers: [(String, String)] = [],
+                        sourceAddress: String? = nil) async throws(WebSocketClientError) -> WebSocketClientConnection {
         let connection = WebSocketClientConnection(id: Self.nextID.add(1, ordering: .relaxed).oldValue, client: self)
         let opened = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
             connection.opened = c
-            post(.connect(connection, host: host, port: port, path: path, headers: headers))
+            post(.connect(connection, host: host, port: port, path: path, headers: headers, source: sourceAddress))
         }
         guard opened else { throw WebSocketClientError(description: connection.failure ?? "connection failed") }
         return connection
@@ -97,10 +101,12 @@ public final class WebSocketClient: @unchecked Sendable {
     func drain() {
         for command in loop.take() {
             switch command {
-            case .connect(let connection, let host, let port, let path, let headers):
+            case .connect(let connection, let host, let port, let path, let headers, let source):
                 connection.handshakeHeaders = headers
                 connections[connection.id] = connection
                 var wsi: OpaquePointer?
+                let sourceC = source.map { strdup($0) } ?? nil
+                defer { free(sourceC) }
                 let ok = host.withCString { h in
                     path.withCString { p in
                         withUnsafeMutablePointer(to: &wsi) { pwsi -> Bool in
@@ -115,6 +121,7 @@ public final class WebSocketClient: @unchecked Sendable {
                             info.local_protocol_name = UnsafePointer(protocolName)
                             info.userdata = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
                             info.pwsi = pwsi
+                            info.iface = UnsafePointer(sourceC)
                             return lws_client_connect_via_info(&info) != nil
                         }
                     }
@@ -168,7 +175,10 @@ public final class WebSocketClient: @unchecked Sendable {
         case LWS_CALLBACK_CLIENT_RECEIVE:
             if let input, len > 0 { connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len)) }
             if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
-                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self)))
+                var now = timespec()
+                clock_gettime(CLOCK_REALTIME, &now)
+                let at = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self), receivedAtNs: at))
                 connection.message = []
             }
             return 0

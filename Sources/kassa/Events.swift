@@ -120,7 +120,7 @@ struct EventPrinter {
 
     static func json(_ e: LogEvent) -> JSONValue {
         var o: [String: JSONValue] = ["id": e.id.map { .number(Double($0)) } ?? .null, "atMs": .number(Double(e.atMs)),
-                                      "at": .string(Date(timeIntervalSince1970: Double(e.atMs) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
+                                      "at": .string(Timestamp.iso8601(ms: e.atMs)),
                                       "kind": .string(e.kind), "level": .string(e.level.rawValue), "summary": .string(e.summary)]
         if let v = e.sessionID { o["session"] = .string(v) }
         if let v = e.seq { o["seq"] = .number(Double(v)) }

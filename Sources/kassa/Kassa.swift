@@ -7,6 +7,6 @@ struct Kassa: AsyncParsableCommand {
         commandName: "kassa",
         abstract: "Kassa: a payment session gateway for Swedbank Pay.",
         version: KassaVersion.string,
-        subcommands: [Serve.self, Sim.self, Events.self, Bench.self]
+        subcommands: [Serve.self, Sim.self, Events.self, Load.self, Bench.self]
     )
 }

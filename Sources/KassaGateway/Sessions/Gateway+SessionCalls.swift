@@ -65,6 +65,6 @@ extension Gateway {
     }
 
     static func iso8601(ms: Int64) -> String {
-        Date(timeIntervalSince1970: Double(ms) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        Timestamp.iso8601(ms: ms)
     }
 }

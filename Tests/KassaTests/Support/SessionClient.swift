@@ -94,7 +94,7 @@ final class Stream: @unchecked Sendable {
             switch event {
             case .closed(let code):
                 throw TestFailure("stream closed (\(code.map(String.init) ?? "no code")); read \(frames.map(\.text))")
-            case .text(let text):
+            case .text(let text, _):
                 let value = try JSONValue.parse(text)
                 frames.append(value)
                 received.append(value)

@@ -1,0 +1,83 @@
+/// UTC timestamps as the API writes them, `2026-11-23T00:36:01.123Z`: written and
+/// read by hand because every pushed frame carries one (Foundation's formatter
+/// was a visible share of a push's cost).
+public enum Timestamp {
+    /// `ms` since 1970 as ISO 8601 with milliseconds, in UTC.
+    public static func iso8601(ms: Int64) -> String {
+        let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
+        let msOfDay = ms - days * 86_400_000
+        let (year, month, day) = civil(fromDays: days)
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var v = value
+            while divisor > 0 {
+                out.append(UInt8(48 + (v / divisor) % 10))
+                v %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, 4); out.append(45); digits(month, 2); out.append(45); digits(day, 2)
+        out.append(84)
+        digits(msOfDay / 3_600_000, 2); out.append(58)
+        digits(msOfDay / 60_000 % 60, 2); out.append(58)
+        digits(msOfDay / 1000 % 60, 2); out.append(46)
+        digits(msOfDay % 1000, 3); out.append(90)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Reads `YYYY-MM-DDTHH:MM:SS[.fff…]Z` (UTC only); nil for anything else.
+    public static func parseISO8601(_ text: String) -> Int64? {
+        let b = Array(text.utf8)
+        guard b.count >= 20, b.last == 90, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58 else { return nil }
+        func number(_ range: Range<Int>) -> Int64? {
+            var v: Int64 = 0
+            for i in range {
+                guard (48...57).contains(b[i]) else { return nil }
+                v = v * 10 + Int64(b[i] - 48)
+            }
+            return v
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        var ms: Int64 = 0
+        if b.count > 20 {
+            guard b[19] == 46, b.count > 21 else { return nil }
+            let fraction = 20..<(b.count - 1)
+            guard let f = number(fraction) else { return nil }
+            let width = fraction.count
+            ms = width >= 3 ? f / pow10(width - 3) : f * pow10(3 - width)
+        } else if b[19] != 90 {
+            return nil
+        }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + ms
+    }
+
+    private static func pow10(_ n: Int) -> Int64 { (0..<n).reduce(1) { r, _ in r * 10 } }
+
+    // Howard Hinnant's civil-calendar algorithms (proleptic Gregorian).
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}

@@ -1,0 +1,207 @@
+import KassaCore
+import KassaEdge
+import KassaUpstream
+
+/// One virtual client: creates its sessions over HTTP, subscribes over WebSockets,
+/// sends commands and checks every frame it gets (StreamReader).
+struct VirtualClient {
+    let runner: LoadRunner
+    let index: Int
+    let runEnd: ContinuousClock.Instant?
+
+    private var scenario: Scenario { runner.scenario }
+    private var recorder: LoadRecorder { runner.recorder }
+    private var webSocket: WebSocketClient { runner.webSockets[index % runner.webSockets.count] }
+    private var http: UpstreamClient { runner.http[index % runner.http.count] }
+    private var sourceAddress: String? {
+        scenario.sourceAddresses.isEmpty ? nil : scenario.sourceAddresses[index % scenario.sourceAddresses.count]
+    }
+    private var stepTimeout: Duration { .milliseconds(Int64(scenario.stepTimeoutSeconds * 1000)) }
+
+    struct Session {
+        let id: String
+        let token: String
+        let streamPath: String
+    }
+
+    static let terminal: Set<String> = ["PaymentSessionComplete", "PaymentSessionCanceled"]
+
+    func run(_ flow: Scenario.Flow) async throws(FlowFailure) {
+        let session = try await create()
+        let (reader, observers) = try await subscribeAll(session)
+        do {
+            switch flow {
+            case .swish:
+                try await command(reader, "attempt", ["instrument": ["type": "Swish", "msisdn": "+46739000001"]],
+                                  step: "swish.attempt→Complete", until: "PaymentSessionComplete")
+            case .card:
+                try await command(reader, "attempt", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]],
+                                  step: "card.attempt→Complete", until: "PaymentSessionComplete")
+            case .card3ds:
+                try await command(reader, "attempt", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]],
+                                  step: "card3ds.attempt→Show3DSecure", until: "Show3DSecure")
+                try await command(reader, "3ds", ["cres": "ok"], step: "card3ds.3ds→Complete", until: "PaymentSessionComplete",
+                                  tolerating: ["Dismiss3DSecure"])
+            case .abort:
+                try await command(reader, "abort", [:], step: "abort→Canceled", until: "PaymentSessionCanceled")
+            case .reconnect:
+                try await reconnect(session, reader)
+            case .idle:
+                let hold = scenario.idleHoldSeconds > 0 ? ContinuousClock.now + .milliseconds(Int64(scenario.idleHoldSeconds * 1000)) : nil
+                let until = [hold, runEnd].compactMap { $0 }.min() ?? .now
+                let every = scenario.idlePingSeconds > 0 ? Duration.milliseconds(Int64(scenario.idlePingSeconds * 1000)) : nil
+                try await reader.hold(until: until, pingEvery: every) { recorder.record("ping→pong", since: $0) }
+            case .ping:
+                try await pings(reader)
+            }
+            // Every other subscriber of the session sees the same stream to the same end.
+            if flow != .idle && flow != .ping && flow != .reconnect {
+                for observer in observers {
+                    _ = try await observer.push(flow == .abort ? "PaymentSessionCanceled" : "PaymentSessionComplete",
+                                                tolerating: ["Show3DSecure", "Dismiss3DSecure", "LaunchClientApp"])
+                }
+            }
+        } catch {
+            await reader.close()
+            for observer in observers { await observer.close() }
+            throw error
+        }
+        await reader.close()
+        for observer in observers { await observer.close() }
+    }
+
+    // MARK: Steps
+
+    private func create() async throws(FlowFailure) -> Session {
+        let order: JSONValue = [
+            "operation": "Purchase", "currency": "SEK", "amount": .number(Double(scenario.amount)), "vatAmount": 0,
+            "description": "kassa load", "userAgent": "kassa-load", "language": "sv-SE",
+            "urls": ["hostUrls": ["https://shop.example"], "completeUrl": "https://shop.example/complete",
+                     "cancelUrl": "https://shop.example/cancel", "paymentUrl": "https://shop.example/pay"],
+            "payeeInfo": ["payeeId": "kassa-load", "payeeName": "Load test"],
+        ]
+        let started = ContinuousClock.now
+        let response: UpstreamResponse
+        do {
+            response = try await http.send(UpstreamRequest(method: "POST", url: runner.target.base + "/v1/sessions",
+                                                           headers: [("Your-Api-Key", runner.apiKey), ("Content-Type", "application/json")],
+                                                           body: (["paymentOrder": order] as JSONValue).bytes,
+                                                           totalTimeoutMs: Int(scenario.stepTimeoutSeconds * 1000)))
+        } catch {
+            recorder.connectionError()
+            throw FlowFailure(error == .timeout ? "create: timeout" : "create: connection error")
+        }
+        guard response.status == 201 else { throw FlowFailure("create answered \(response.status)") }
+        recorder.record("create", since: started)
+        guard let doc = try? JSONValue.parse(response.body), let id = doc["id"]?.stringValue,
+              let token = doc["clientToken"]?.stringValue, let stream = doc["streamUrl"]?.stringValue else {
+            recorder.protocolError()
+            throw FlowFailure("protocol: create answered without id, clientToken and streamUrl")
+        }
+        return Session(id: id, token: token, streamPath: stream)
+    }
+
+    /// Opens the stream (after `since`) and returns its reader; `first` names the step timed to the first push.
+    private func subscribe(_ session: Session, since: Int64 = 0, first: String?) async throws(FlowFailure) -> (StreamReader, ContinuousClock.Instant) {
+        let started = ContinuousClock.now
+        let path = session.streamPath + (since > 0 ? "?since=\(since)" : "")
+        let connection: WebSocketClientConnection
+        do {
+            connection = try await webSocket.connect(host: runner.target.host, port: runner.target.port, path: path,
+                                                     headers: [("Authorization", "Bearer \(session.token)")], sourceAddress: sourceAddress)
+        } catch {
+            recorder.connectionError()
+            throw FlowFailure("stream: connection failed")
+        }
+        recorder.streamOpened()
+        if let first { recorder.record(first, since: started) }
+        return (StreamReader(connection: connection, session: session.id, since: since, replayUpTo: since,
+                             recorder: recorder, deadlines: runner.deadlines, stepTimeout: stepTimeout), started)
+    }
+
+    /// The client's stream and `subscribersPerSession - 1` observers, each past PaymentSessionFetched.
+    private func subscribeAll(_ session: Session) async throws(FlowFailure) -> (StreamReader, [StreamReader]) {
+        var readers: [StreamReader] = []
+        do {
+            for n in 0..<scenario.subscribersPerSession {
+                let (reader, started) = try await subscribe(session, first: n == 0 ? "subscribe" : nil)
+                readers.append(reader)
+                _ = try await reader.push("PaymentSessionFetched")
+                if n == 0 { recorder.record("firstEvent", since: started) }
+            }
+        } catch {
+            for reader in readers { await reader.close() }
+            throw error
+        }
+        return (readers[0], Array(readers.dropFirst()))
+    }
+
+    private func think() async {
+        let ms = Int.random(in: scenario.stepThinkMs)
+        if ms > 0 { try? await Task.sleep(for: .milliseconds(ms)) }
+    }
+
+    /// Sends a command over the stream, checks its answer, and times it to the push `until`.
+    private func command(_ reader: StreamReader, _ type: String, _ fields: [String: JSONValue], step: String, until: String,
+                         tolerating: Set<String> = []) async throws(FlowFailure) {
+        await think()
+        var frame = fields
+        frame["id"] = .string(type)
+        frame["type"] = .string(type)
+        let started = ContinuousClock.now
+        reader.send(.object(frame))
+        try await reader.ack(type, tolerating: tolerating.union([until]))
+        _ = try await reader.push(until, tolerating: tolerating)
+        recorder.record(step, since: started)
+    }
+
+    /// Drops the stream after Fetched, attempts over HTTP, and resumes with `since`:
+    /// the first push after it must be exactly the next seq.
+    private func reconnect(_ session: Session, _ first: StreamReader) async throws(FlowFailure) {
+        let since = first.lastSeq
+        await first.close()
+        await think()
+        do {
+            let attempt: JSONValue = ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]]
+            let r = try await http.send(UpstreamRequest(method: "POST", url: runner.target.base + "/v1/sessions/\(session.id)/attempts",
+                                                        headers: [("Authorization", "Bearer \(session.token)"), ("Content-Type", "application/json")],
+                                                        body: attempt.bytes, totalTimeoutMs: Int(scenario.stepTimeoutSeconds * 1000)))
+            guard r.status == 202 else { throw FlowFailure("attempt over HTTP answered \(r.status)") }
+        } catch let failure as FlowFailure {
+            throw failure
+        } catch {
+            recorder.connectionError()
+            throw FlowFailure("attempt over HTTP: connection error")
+        }
+        let (reader, started) = try await subscribe(session, since: since, first: nil)
+        do {
+            _ = try await reader.push("Show3DSecure")
+            recorder.record("reconnect.resume→Show3DSecure", since: started)
+            try await command(reader, "3ds", ["cres": "ok"], step: "reconnect.3ds→Complete", until: "PaymentSessionComplete",
+                              tolerating: ["Dismiss3DSecure"])
+        } catch {
+            await reader.close()
+            throw error
+        }
+        await reader.close()
+    }
+
+    /// `pingCount` pings, `pingWindow` outstanding at a time, each answer checked and timed.
+    private func pings(_ reader: StreamReader) async throws(FlowFailure) {
+        var sent: [(String, ContinuousClock.Instant)] = []
+        sent.reserveCapacity(scenario.pingWindow)
+        var next = 0, answered = 0
+        while answered < scenario.pingCount {
+            while next < scenario.pingCount && sent.count < scenario.pingWindow {
+                let id = "p\(next)"
+                sent.append((id, .now))
+                reader.send(["id": .string(id), "type": "ping"])
+                next += 1
+            }
+            let (id, at) = sent.removeFirst()
+            try await reader.ack(id)
+            recorder.record("ping→pong", since: at)
+            answered += 1
+        }
+    }
+}

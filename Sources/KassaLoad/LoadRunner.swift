@@ -1,0 +1,133 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaUpstream
+import Synchronization
+
+/// Runs a scenario against a gateway: virtual clients, each running flows one after
+/// another, on `threads` libwebsockets client contexts (one service thread each)
+/// and as many libcurl engines.
+public final class LoadRunner: Sendable {
+    public struct Target: Sendable {
+        public let base: String
+        public let host: String
+        public let port: Int
+
+        /// `http://HOST:PORT`; a host off loopback only when `allowRemote`.
+        public init(url: String, allowRemote: Bool) throws(Scenario.Invalid) {
+            guard let parts = URLComponents(string: url), parts.scheme == "http", let host = parts.host, !host.isEmpty else {
+                throw Scenario.Invalid(description: "--url is http://HOST:PORT (the load client speaks plain http and ws)")
+            }
+            let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
+            guard loopback || allowRemote else {
+                throw Scenario.Invalid(description: "\(host) is not a loopback address; pass --allow-remote to load another machine")
+            }
+            self.host = host == "localhost" ? "127.0.0.1" : host
+            self.port = parts.port ?? 80
+            self.base = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)" + parts.path.replacingOccurrences(of: "/$", with: "", options: .regularExpression)
+        }
+    }
+
+    let target: Target
+    let apiKey: String
+    let scenario: Scenario
+    let recorder = LoadRecorder()
+    let deadlines = Deadlines()
+    let webSockets: [WebSocketClient]
+    let http: [UpstreamClient]
+
+    public init(target: Target, apiKey: String, scenario: Scenario) throws {
+        self.target = target
+        self.apiKey = apiKey
+        self.scenario = scenario
+        webSockets = try (0..<scenario.threads).map { _ in try WebSocketClient() }
+        http = (0..<scenario.threads).map { _ in UpstreamClient(maxResponseBytes: 1 << 20, maxCachedConnections: 2_048) }
+    }
+
+    /// Runs the scenario to its end; `progress` gets one line a second. Returns the JSON report.
+    public func run(progress: @escaping @Sendable (String) -> Void) async -> JSONValue {
+        let started = ContinuousClock.now
+        let end = scenario.durationSeconds.map { started + .milliseconds(Int64($0 * 1000)) }
+        let timeline = TimelineRecorder()
+        let ticker = Task { [recorder, deadlines] in
+            var lastCompleted = 0, lastPushes = 0, second = 0
+            var lastTick = ContinuousClock.now
+            while !Task.isCancelled {
+                for _ in 0..<5 {
+                    try? await Task.sleep(for: .milliseconds(200))
+                    deadlines.sweep()
+                }
+                let now = ContinuousClock.now
+                let elapsed = max(Double(LoadRecorder.microseconds(lastTick.duration(to: now))) / 1e6, 0.001)
+                lastTick = now
+                second += 1
+                let p = recorder.progress()
+                let rate = Double(p.completed - lastCompleted) / elapsed
+                let pushRate = Double(p.pushes - lastPushes) / elapsed
+                lastCompleted = p.completed
+                lastPushes = p.pushes
+                timeline.add(["t": .number(Double(second)), "completed": .number(Double(p.completed)), "failed": .number(Double(p.failed)),
+                              "flowsPerSecond": .number(rate.rounded()), "pushesPerSecond": .number(pushRate.rounded()),
+                              "openStreams": .number(Double(p.openStreams)), "flowP99Ms": p.flowP99Ms.map { .number($0) } ?? .null])
+                progress("[\(second)s] flows \(p.completed) ok (\(Int(rate))/s), \(p.failed) failed | active \(p.activeFlows), streams \(p.openStreams) | pushes \(Int(pushRate))/s | conn errors \(p.connectionErrors)"
+                         + (p.flowP99Ms.map { " | flow p99 \(LoadRecorder.format3($0)) ms" } ?? ""))
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<scenario.clients {
+                group.addTask { await self.virtualClient(index, started: started, end: end) }
+            }
+        }
+        ticker.cancel()
+        let seconds = Double(LoadRecorder.microseconds(started.duration(to: .now))) / 1e6
+        for client in webSockets { client.shutdown() }
+        for client in http { client.shutdown() }
+        var report = recorder.report(scenario: scenario, url: target.base, durationSeconds: seconds)
+        if case .object(var o) = report {
+            o["timeline"] = .array(timeline.entries())
+            report = .object(o)
+        }
+        return report
+    }
+
+    private func virtualClient(_ index: Int, started: ContinuousClock.Instant, end: ContinuousClock.Instant?) async {
+        if scenario.rampUpSeconds > 0 {
+            let offset = scenario.rampUpSeconds * Double(index) / Double(scenario.clients)
+            try? await Task.sleep(until: started + .milliseconds(Int64(offset * 1000)), clock: .continuous)
+        }
+        let client = VirtualClient(runner: self, index: index, runEnd: end)
+        var done = 0
+        while true {
+            if let iterations = scenario.iterations, done >= iterations { break }
+            if let end, ContinuousClock.now >= end { break }
+            let flow = scenario.flow(at: Double.random(in: 0..<1))
+            recorder.flowStarted()
+            let flowStart = ContinuousClock.now
+            do {
+                try await client.run(flow)
+                if flow != .idle && flow != .ping {
+                    recorder.record("flow", since: flowStart)
+                    recorder.record("flow.\(flow.rawValue)", since: flowStart)
+                }
+                recorder.flowEnded(flow, failure: nil)
+            } catch {
+                recorder.flowEnded(flow, failure: error.reason)
+            }
+            done += 1
+            let think = Int.random(in: scenario.thinkTimeMs)
+            if think > 0 { try? await Task.sleep(for: .milliseconds(think)) }
+        }
+    }
+}
+
+/// One line per second of the run, kept for the report.
+final class TimelineRecorder: Sendable {
+    private let lines = Mutex<[JSONValue]>([])
+    func add(_ line: JSONValue) { lines.withLock { if $0.count < 7_200 { $0.append(line) } } }
+    func entries() -> [JSONValue] { lines.withLock { $0 } }
+}
+
+extension LoadRunner {
+    /// The report as a human reads it.
+    public static func text(_ report: JSONValue) -> String { LoadRecorder.text(report) }
+}

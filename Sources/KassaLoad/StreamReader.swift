@@ -1,0 +1,185 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import Synchronization
+
+/// Why a flow failed: a short reason from a bounded set, the key of the report's `failed`.
+struct FlowFailure: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// Reads one session stream and checks every frame: pushes belong to the session,
+/// their `seq` goes up by exactly one (no gap, no duplicate), acknowledgements
+/// answer commands sent, and nothing arrives that the flow did not expect.
+final class StreamReader: @unchecked Sendable {
+    let connection: WebSocketClientConnection
+    let session: String
+    private var iterator: AsyncStream<WebSocketClientEvent>.AsyncIterator
+    private let recorder: LoadRecorder
+    private let deadlines: Deadlines
+    private let stepTimeout: Duration
+    /// The seq of the last push read; the next must be one more.
+    private(set) var lastSeq: Int64
+    /// Pushes with a seq at or below this are replays: their latency is not a push latency.
+    private let replayUpTo: Int64
+    private var acks: [String: JSONValue] = [:]
+    /// Pushes read while waiting for an answer, not yet asked for.
+    private var early: [JSONValue] = []
+    private(set) var closed = false
+
+    init(connection: WebSocketClientConnection, session: String, since: Int64, replayUpTo: Int64 = 0,
+         recorder: LoadRecorder, deadlines: Deadlines, stepTimeout: Duration) {
+        self.connection = connection
+        self.session = session
+        self.iterator = connection.events.makeAsyncIterator()
+        self.recorder = recorder
+        self.deadlines = deadlines
+        self.stepTimeout = stepTimeout
+        self.lastSeq = since
+        self.replayUpTo = replayUpTo
+    }
+
+    /// Reads until the push of type `type`, which it returns. Pushes of the types in
+    /// `tolerating` may come first; any other push fails the flow.
+    func push(_ type: String, tolerating: Set<String> = []) async throws(FlowFailure) -> JSONValue {
+        while true {
+            let frame = early.isEmpty ? try await next(waitingFor: type) : early.removeFirst()
+            guard let pushed = frame["type"]?.stringValue, frame["seq"] != nil else { continue }
+            if pushed == type { return frame }
+            if !tolerating.contains(pushed) { throw FlowFailure("unexpected \(pushed) while waiting for \(type)") }
+        }
+    }
+
+    /// Waits for the answer to command `id`; a refusal fails the flow with the problem's type.
+    /// Pushes may overtake the answer (the session pushes while handling the command):
+    /// those in `tolerating` are kept for the next `push` calls.
+    @discardableResult
+    func ack(_ id: String, tolerating: Set<String> = []) async throws(FlowFailure) -> JSONValue {
+        while acks[id] == nil {
+            let frame = try await next(waitingFor: "the answer to \(id)")
+            guard let pushed = frame["type"]?.stringValue, frame["seq"] != nil else { continue }
+            guard tolerating.contains(pushed) else { throw FlowFailure("unexpected \(pushed) while waiting for a command answer") }
+            early.append(frame)
+        }
+        return acks.removeValue(forKey: id)!
+    }
+
+    func send(_ command: JSONValue) { connection.send(command) }
+
+    /// Closes the stream and waits until it is closed.
+    func close() async {
+        guard !closed else { return }
+        connection.close()
+        while let event = await iterator.next() {
+            if case .closed = event { break }
+        }
+        finish()
+    }
+
+    /// Holds the stream open until `until` (wall clock of the run), pinging every `pingEvery` if set.
+    func hold(until end: ContinuousClock.Instant, pingEvery: Duration?, recordPing: (ContinuousClock.Instant) -> Void) async throws(FlowFailure) {
+        var n = 0
+        while ContinuousClock.now < end {
+            let wake = pingEvery.map { min(ContinuousClock.now + $0, end) } ?? end
+            do { try await Task.sleep(until: wake, clock: .continuous) } catch { return }
+            guard !closed else { throw FlowFailure("stream closed while idle") }
+            if pingEvery != nil, ContinuousClock.now < end {
+                n += 1
+                let id = "idle-\(n)"
+                let sent = ContinuousClock.now
+                send(["id": .string(id), "type": "ping"])
+                try await ack(id)
+                recordPing(sent)
+            }
+        }
+        // A final round trip shows the stream outlived the hold.
+        send(["id": "idle-end", "type": "ping"])
+        try await ack("idle-end")
+    }
+
+    private func finish() {
+        guard !closed else { return }
+        closed = true
+        recorder.streamClosed()
+    }
+
+    private func next(waitingFor what: String) async throws(FlowFailure) -> JSONValue {
+        guard !closed else { throw FlowFailure("stream closed while waiting for \(what)") }
+        deadlines.arm(connection, after: stepTimeout)
+        let event = await iterator.next()
+        let timedOut = deadlines.disarm(connection)
+        switch event {
+        case nil, .closed?:
+            finish()
+            if timedOut { throw FlowFailure("timeout waiting for \(what)") }
+            if case .closed(let code)? = event, let code { throw FlowFailure("stream closed with \(code) while waiting for \(what)") }
+            throw FlowFailure("stream closed while waiting for \(what)")
+        case .text(let text, let receivedAtNs)?:
+            let frame: JSONValue
+            do { frame = try JSONValue.parse(text) } catch {
+                recorder.protocolError()
+                throw FlowFailure("protocol: a frame is not JSON")
+            }
+            if let re = frame["re"] {
+                recorder.frame(push: false)
+                guard let id = re.stringValue else { recorder.protocolError(); throw FlowFailure("protocol: an answer without a command id") }
+                if frame["ok"]?.boolValue != true {
+                    let type = frame["problem"]?["type"]?.stringValue ?? "no problem type"
+                    throw FlowFailure("command refused: \(type)")
+                }
+                acks[id] = frame
+                return frame
+            }
+            guard let seq = frame["seq"]?.intValue.map(Int64.init) else {
+                recorder.protocolError()
+                throw FlowFailure("protocol: a frame that is neither a push nor an answer")
+            }
+            recorder.frame(push: true)
+            guard frame["session"]?.stringValue == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
+            if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq") }
+            if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq") }
+            lastSeq = seq
+            if seq > replayUpTo, let at = frame["at"]?.stringValue.flatMap(Timestamp.parseISO8601) {
+                // `at` has millisecond precision and is truncated: the figure errs high by < 1 ms.
+                let madeNs = UInt64(max(at, 0)) * 1_000_000
+                recorder.record("push", microseconds: receivedAtNs > madeNs ? (receivedAtNs - madeNs) / 1000 : 0)
+            }
+            return frame
+        }
+    }
+}
+
+/// Step deadlines for every open stream, swept by one task: an overdue stream is closed,
+/// which ends the read that waited on it.
+final class Deadlines: Sendable {
+    private struct Entry {
+        let due: ContinuousClock.Instant
+        let connection: WebSocketClientConnection
+    }
+    private let entries = Mutex<[UInt64: Entry]>([:])
+    private let expired = Mutex<Set<UInt64>>([])
+
+    func arm(_ connection: WebSocketClientConnection, after timeout: Duration) {
+        entries.withLock { $0[connection.id] = Entry(due: .now + timeout, connection: connection) }
+    }
+
+    /// Returns whether the deadline had passed (and the stream was closed for it).
+    func disarm(_ connection: WebSocketClientConnection) -> Bool {
+        entries.withLock { _ = $0.removeValue(forKey: connection.id) }
+        return expired.withLock { $0.remove(connection.id) != nil }
+    }
+
+    /// Closes every stream whose deadline has passed.
+    func sweep() {
+        let now = ContinuousClock.now
+        let overdue = entries.withLock { e -> [Entry] in
+            let late = e.values.filter { $0.due <= now }
+            for entry in late { e[entry.connection.id] = nil }
+            return late
+        }
+        guard !overdue.isEmpty else { return }
+        expired.withLock { for entry in overdue { $0.insert(entry.connection.id) } }
+        for entry in overdue { entry.connection.close() }
+    }
+}

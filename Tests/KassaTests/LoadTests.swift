@@ -1,0 +1,114 @@
+import Foundation
+import KassaCore
+import KassaLoad
+import KassaSimulator
+import Testing
+
+/// `kassa load` as an operator runs it: the real binary against a real node.
+@Suite("kassa load")
+struct LoadTests {
+    func runLoad(_ t: TestNode, scenario: String, extra: [String] = []) async throws -> (status: Int32, output: String, report: JSONValue) {
+        let file = t.dir.file("scenario-\(UUID().uuidString).json")
+        let reportFile = t.dir.file("report-\(UUID().uuidString).json")
+        try scenario.write(toFile: file, atomically: true, encoding: .utf8)
+        let (status, output) = try await runCommand([kassaBinary, "load", "--url", t.base, "--api-key", "test-key",
+                                                     "--scenario", file, "--json", reportFile] + extra)
+        let report = try JSONValue.parse(try Data(contentsOf: URL(fileURLWithPath: reportFile)))
+        return (status, output, report)
+    }
+
+    @Test("every flow, two subscribers per session: all complete, every frame checked, the report has every step")
+    func everyFlow() async throws {
+        let t = try TestNode()
+        let (status, output, report) = try await runLoad(t, scenario: """
+            {"name": "all-flows", "clients": 6, "iterations": 3, "threads": 2, "subscribersPerSession": 2,
+             "flows": {"swish": 1, "card": 1, "card3ds": 1, "abort": 1, "reconnect": 1, "idle": 1, "ping": 1},
+             "idle": {"holdSeconds": 0.3, "pingIntervalSeconds": 0.1}, "ping": {"count": 20, "window": 4},
+             "stepThinkMs": {"min": 0, "max": 5}}
+            """)
+        #expect(status == 0, "\(output)")
+        #expect(report["completed"]?.intValue == 18)
+        #expect(report["failedTotal"]?.intValue == 0)
+        #expect(report["protocolErrors"]?.intValue == 0)
+        #expect(report["connectionErrors"]?.intValue == 0)
+        let byFlow = report["completedByFlow"]?.objectValue?.values.compactMap(\.intValue).reduce(0, +)
+        #expect(byFlow == 18)
+        #expect((report["durationSeconds"]?.doubleValue ?? 0) > 0)
+        for step in ["create", "subscribe", "firstEvent", "push", "flow", "ping→pong"] {
+            let s = report["latencyMs"]?[step]
+            #expect((s?["count"]?.intValue ?? 0) > 0, "no \(step) latencies")
+            let p50 = s?["p50"]?.doubleValue ?? -1, p99 = s?["p99"]?.doubleValue ?? -1, max = s?["max"]?.doubleValue ?? -1
+            #expect(0 < p50 && p50 <= p99 && p99 <= max, "\(step): \(s?.text ?? "")")
+        }
+        // Two subscribers per session: the pushes counted are twice what one client sees.
+        #expect((report["pushesReceived"]?.intValue ?? 0) >= 2 * 18)
+        #expect(output.contains("latency (ms)") && output.contains("flows completed 18"))
+        // The gateway saw it all: every session of the run is in its store.
+        let rows = try await t.node.gateway.store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sessions") }
+        #expect(rows == 18)
+        await t.stop()
+    }
+
+    @Test("a flow that does not reach its end is a failure with its reason, and the exit status says so")
+    func failuresByReason() async throws {
+        let t = try TestNode()
+        t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .status(503))])
+        let (status, _, report) = try await runLoad(t, scenario: """
+            {"name": "broken-upstream", "clients": 2, "iterations": 1, "flows": {"swish": 1}, "stepTimeoutSeconds": 10}
+            """)
+        #expect(status == 2)
+        #expect(report["completed"]?.intValue == 0)
+        #expect(report["failed"]?["unexpected SdkProblemOccurred while waiting for PaymentSessionComplete"]?.intValue == 2)
+        await t.stop()
+    }
+
+    @Test("a wrong API key fails every flow at create with its status")
+    func wrongKey() async throws {
+        let t = try TestNode()
+        let file = t.dir.file("s.json")
+        try #"{"clients": 2, "iterations": 2, "flows": {"card": 1}}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        let (status, output) = try await runCommand([kassaBinary, "load", "--url", t.base, "--api-key", "nope", "--scenario", file])
+        #expect(status == 2)
+        #expect(output.contains("4  create answered 401"), "\(output)")
+        await t.stop()
+    }
+
+    @Test("scenarios are bounded and checked; targets are loopback unless allowed", arguments: [
+        (#"{"clients": 1, "flows": {"swish": 1}}"#, "bounded"),
+        (#"{"clients": 1, "iterations": 1, "flows": {"teleport": 1}}"#, "unknown flow teleport"),
+        (#"{"clients": 100000, "iterations": 1, "flows": {"swish": 1}}"#, "clients must be"),
+        (#"{"clients": 1, "iterations": 1, "flows": {"swish": 0}}"#, "at least one flow"),
+        (#"{"clients": 1, "iterations": 1, "flows": {"swish": 1}, "surprise": 1}"#, "unknown scenario field surprise"),
+        (#"[1, 2]"#, "JSON object"),
+    ])
+    func scenarioChecks(_ json: String, _ message: String) throws {
+        #expect(throws: Scenario.Invalid.self) { try Scenario(json: json) }
+        do { _ = try Scenario(json: json) } catch { #expect(error.description.contains(message), "\(error.description)") }
+    }
+
+    @Test("targets off loopback need --allow-remote")
+    func loopbackOnly() throws {
+        #expect(throws: Scenario.Invalid.self) { try LoadRunner.Target(url: "http://192.0.2.1:8080", allowRemote: false) }
+        #expect(throws: Scenario.Invalid.self) { try LoadRunner.Target(url: "https://127.0.0.1:8080", allowRemote: false) }
+        let remote = try LoadRunner.Target(url: "http://192.0.2.1:8080/", allowRemote: true)
+        #expect(remote.port == 8080 && remote.base == "http://192.0.2.1:8080")
+        let local = try LoadRunner.Target(url: "http://localhost:9", allowRemote: false)
+        #expect(local.host == "127.0.0.1")
+    }
+
+    @Test("timestamps: written and read back to the millisecond, with the calendar's edges")
+    func timestamps() {
+        for ms: Int64 in [0, 951_782_400_000, 1_795_394_161_123, 4_102_444_799_999, 1_709_164_800_000] {
+            let text = Timestamp.iso8601(ms: ms)
+            #expect(Timestamp.parseISO8601(text) == ms, "\(text)")
+            // Foundation agrees where a double holds the instant exactly (it rounds .123 down to .122 otherwise).
+            let whole = ms / 1000 * 1000
+            #expect(Timestamp.iso8601(ms: whole) == Date(timeIntervalSince1970: Double(whole) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        }
+        #expect(Timestamp.parseISO8601("2026-11-23T00:36:01Z") == 1_795_394_161_000)
+        #expect(Timestamp.parseISO8601("2026-11-23T00:36:01.5Z") == 1_795_394_161_500)
+        for bad in ["", "2026-11-23", "2026-13-01T00:00:00Z", "2026-11-23T00:36:01+01:00", "2026-11-23T00:36:01.Z", "2026-11-23T0a:36:01Z"] {
+            #expect(Timestamp.parseISO8601(bad) == nil, "\(bad)")
+        }
+    }
+}
