@@ -50,44 +50,70 @@ public enum Redaction {
     }
 
     /// Secrets also travel inside URLs (`?token=…`): their values are replaced.
+    /// Works on UTF-8 bytes, and returns the string untouched when it has no query
+    /// (every string of every logged upstream body passes through here).
     public static func redactURLQuery(_ s: String) -> String {
-        guard s.contains("?") || s.contains("&") else { return s }
-        var result = ""
-        var rest = Substring(s)
-        while let eq = rest.firstIndex(of: "=") {
-            let nameStart = rest[..<eq].lastIndex(where: { $0 == "?" || $0 == "&" || $0 == ";" }).map { rest.index(after: $0) }
-            let name = nameStart.map { rest[$0..<eq] } ?? ""
-            result += rest[...eq]
-            let afterEq = rest.index(after: eq)
-            let valueEnd = rest[afterEq...].firstIndex(where: { $0 == "&" || $0 == "#" || $0 == ";" }) ?? rest.endIndex
-            let value = rest[afterEq..<valueEnd]
-            if nameStart != nil, isSecretKey(String(name)) {
-                result += placeholder
-            } else if nameStart != nil, suffixKeys.contains(name.lowercased()) {
-                result += suffix(String(value))
+        let b = Array(s.utf8)
+        guard b.contains(where: { $0 == 0x3F || $0 == 0x26 }) else { return s }   // ? &
+        func isSeparator(_ c: UInt8) -> Bool { c == 0x3F || c == 0x26 || c == 0x3B }   // ? & ;
+        var out: [UInt8] = []
+        out.reserveCapacity(b.count)
+        var i = 0
+        var changed = false
+        while i < b.count {
+            guard let eq = b[i...].firstIndex(of: 0x3D) else { break }   // =
+            let nameStart = b[i..<eq].lastIndex(where: isSeparator).map { $0 + 1 }
+            out.append(contentsOf: b[i...eq])
+            let valueStart = eq + 1
+            let valueEnd = b[valueStart...].firstIndex(where: { $0 == 0x26 || $0 == 0x23 || $0 == 0x3B }) ?? b.count   // & # ;
+            let value = b[valueStart..<valueEnd]
+            if let nameStart {
+                let name = String(decoding: b[nameStart..<eq], as: UTF8.self)
+                if isSecretKey(name) {
+                    out.append(contentsOf: placeholder.utf8)
+                    changed = true
+                } else if suffixKeys.contains(name.lowercased()) {
+                    out.append(contentsOf: suffix(String(decoding: value, as: UTF8.self)).utf8)
+                    changed = true
+                } else {
+                    out.append(contentsOf: value)
+                }
             } else {
-                result += value
+                out.append(contentsOf: value)
             }
-            rest = rest[valueEnd...]
+            i = valueEnd
         }
-        return result + rest
+        guard changed else { return s }
+        out.append(contentsOf: b[i...])
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Runs of 40 or more hex digits are tokens (Swedbank Pay session tokens
     /// sit in URL paths, client tokens are 48): only their last 6 digits stay.
     /// Kassa's own ids are 32 digits and stay searchable.
     public static func redactTokens(_ s: String) -> String {
-        var out = ""
-        var run = ""
-        func flush() {
-            out += run.count >= 40 ? "…" + run.suffix(6) : run
-            run = ""
-        }
-        for c in s {
-            if c.isHexDigit && c.isASCII { run.append(c) } else { flush(); out.append(c) }
-        }
-        flush()
-        return out
+        func isHex(_ c: UInt8) -> Bool { (0x30...0x39).contains(c) || (0x41...0x46).contains(c) || (0x61...0x66).contains(c) }
+        return s.utf8.withContiguousStorageIfAvailable { b -> String in
+            var out: [UInt8]? = nil
+            var copied = 0
+            var i = 0
+            while i < b.count {
+                guard isHex(b[i]) else { i += 1; continue }
+                var j = i
+                while j < b.count && isHex(b[j]) { j += 1 }
+                if j - i >= 40 {
+                    if out == nil { out = []; out!.reserveCapacity(b.count) }
+                    out!.append(contentsOf: b[copied..<i])
+                    out!.append(contentsOf: "…".utf8)
+                    out!.append(contentsOf: b[(j - 6)..<j])
+                    copied = j
+                }
+                i = j
+            }
+            guard var result = out else { return s }
+            result.append(contentsOf: b[copied...])
+            return String(decoding: result, as: UTF8.self)
+        } ?? redactTokens(String(decoding: Array(s.utf8), as: UTF8.self))
     }
 
     /// Header values that are credentials.

@@ -16,8 +16,27 @@ public final class EventLog: Sendable {
         var dataText: String?
     }
 
+    /// A change to a session's row that rides along with the next batch of events
+    /// (its phase, and the fields support searches by): no transaction of its own.
+    public struct SessionUpdate: Sendable {
+        public var id: String
+        public var phase: String?
+        public var atMs: Int64?
+        public var msisdnSuffix: String?
+        public var lastProblemType: String?
+
+        public init(id: String, phase: String? = nil, atMs: Int64? = nil, msisdnSuffix: String? = nil, lastProblemType: String? = nil) {
+            self.id = id
+            self.phase = phase
+            self.atMs = atMs
+            self.msisdnSuffix = msisdnSuffix
+            self.lastProblemType = lastProblemType
+        }
+    }
+
     struct Queue {
         var events: [Pending] = []
+        var sessionUpdates: [SessionUpdate] = []
         var appended: UInt64 = 0
         var written: UInt64 = 0
         var running = true
@@ -62,6 +81,11 @@ public final class EventLog: Sendable {
         if full { wake.signal() }
     }
 
+    /// Queues a session row change; it is written with the next batch.
+    public func update(_ change: SessionUpdate) {
+        queue.withLock { $0.sessionUpdates.append(change) }
+    }
+
     /// Returns when every event appended before the call is committed.
     public func flush() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
@@ -100,12 +124,16 @@ public final class EventLog: Sendable {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
             // Take everything queued at once (no shifting of a long queue), then commit it
             // in transactions of at most `maxBatch` events.
-            let (taken, running) = queue.withLock { q -> ([Pending], Bool) in
-                defer { q.events.removeAll(keepingCapacity: false) }
-                return (q.events, q.running)
+            let (taken, running, updates) = queue.withLock { q -> ([Pending], Bool, [SessionUpdate]) in
+                defer {
+                    q.events.removeAll(keepingCapacity: false)
+                    q.sessionUpdates.removeAll(keepingCapacity: true)
+                }
+                return (q.events, q.running, q.sessionUpdates)
             }
+            var pendingUpdates = updates
             var start = 0
-            while start < taken.count {
+            while start < taken.count || !pendingUpdates.isEmpty {
                 let end = min(start + Self.maxBatch, taken.count)
                 let batch = taken[start..<end]
                 let began = ContinuousClock.now
@@ -116,6 +144,7 @@ public final class EventLog: Sendable {
                 }
                 do {
                     let committed = try pool.write { db -> [LogEvent] in
+                        for change in pendingUpdates { try Self.apply(change, db) }
                         var stored: [LogEvent] = []
                         stored.reserveCapacity(batch.count)
                         for pending in batch {
@@ -138,15 +167,18 @@ public final class EventLog: Sendable {
                         return due.map(\.continuation)
                     }
                     for c in ready { c.resume() }
+                    pendingUpdates = []
                     start = end
                 } catch {
                     report(false)
                     // Keep what is not written: it goes first on the next try. The error shows in /readyz.
                     queue.withLock { q in
                         q.events.insert(contentsOf: taken[start...], at: 0)
+                        q.sessionUpdates.insert(contentsOf: pendingUpdates, at: 0)
                         q.lastError = Store.reason(error)
                     }
                     Thread.sleep(forTimeInterval: 0.1)
+                    pendingUpdates = []
                     start = taken.count
                 }
             }
@@ -162,6 +194,19 @@ public final class EventLog: Sendable {
                     return
                 }
             }
+        }
+    }
+
+    static func apply(_ change: SessionUpdate, _ db: Database) throws {
+        if let phase = change.phase {
+            try db.cachedStatement(sql: "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?")
+                .execute(arguments: [phase, change.atMs ?? 0, change.id])
+        }
+        if let suffix = change.msisdnSuffix {
+            try db.cachedStatement(sql: "UPDATE sessions SET msisdn_suffix = ? WHERE id = ?").execute(arguments: [suffix, change.id])
+        }
+        if let type = change.lastProblemType {
+            try db.cachedStatement(sql: "UPDATE sessions SET last_problem_type = ? WHERE id = ?").execute(arguments: [type, change.id])
         }
     }
 

@@ -61,24 +61,6 @@ extension Store {
                                   s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType])
     }
 
-    public func updateSessionPhase(id: String, phase: String, atMs: Int64) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?", arguments: [phase, atMs, id])
-        }
-    }
-
-    /// Records what support searches by: the MSISDN suffix of an attempt, the last problem type.
-    public func updateSessionSearchFields(id: String, msisdnSuffix: String? = nil, lastProblemType: String? = nil) async throws {
-        try await pool.write { db in
-            if let msisdnSuffix {
-                try db.execute(sql: "UPDATE sessions SET msisdn_suffix = ? WHERE id = ?", arguments: [msisdnSuffix, id])
-            }
-            if let lastProblemType {
-                try db.execute(sql: "UPDATE sessions SET last_problem_type = ? WHERE id = ?", arguments: [lastProblemType, id])
-            }
-        }
-    }
-
     public func session(id: String) throws -> SessionRecord? {
         try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE id = ?", arguments: [id]).map(SessionRecord.init(row:)) }
     }

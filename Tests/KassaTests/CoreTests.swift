@@ -57,6 +57,22 @@ struct CoreSafetyTests {
         #expect(Redaction.redactHeader(name: "Your-Api-Key", value: "k") == Redaction.placeholder)
     }
 
+    @Test("tokens in paths and secrets in queries are cut; everything else is left byte for byte")
+    func redactionOfStrings() {
+        let token = String(repeating: "a1b2c3d4e5", count: 5)
+        #expect(Redaction.redactTokens("/psp/paymentsessions/\(token)/methods") == "/psp/paymentsessions/…c3d4e5/methods")
+        #expect(Redaction.redactTokens("x \(token) y \(token)") == "x …c3d4e5 y …c3d4e5")
+        let id = String(repeating: "0123456789abcdef", count: 2)
+        #expect(Redaction.redactTokens("session \(id) ok") == "session \(id) ok", "32-digit ids stay")
+        #expect(Redaction.redactTokens("åäö – \(token)") == "åäö – …c3d4e5")
+        #expect(Redaction.redactTokens("") == "")
+        #expect(Redaction.redactURLQuery("https://x/y?token=s3cret&msisdn=%2B46739000001&a=b#f") == "https://x/y?token=[redacted]&msisdn=…0001&a=b#f")
+        #expect(Redaction.redactURLQuery("a=b&c") == "a=b&c")
+        #expect(Redaction.redactURLQuery("plain text, no query") == "plain text, no query")
+        #expect(Redaction.redactURLQuery("swish://paymentrequest?token=abc&callbackurl=https%3A%2F%2Fshop") == "swish://paymentrequest?token=[redacted]&callbackurl=https%3A%2F%2Fshop")
+        #expect(Redaction.redactURLQuery("x?Authorization=Bearer%20t;apikey=k") == "x?Authorization=[redacted];apikey=[redacted]")
+    }
+
     @Test("constant-time comparison agrees with ==")
     func constantTime() {
         #expect(Secrets.constantTimeEquals("abc", "abc"))

@@ -52,7 +52,7 @@ struct UpstreamClientTests {
         }
         let elapsed = start.duration(to: clock.now)
         #expect(elapsed >= .milliseconds(350))
-        #expect(elapsed < .milliseconds(1500))
+        #expect(elapsed < .seconds(4), "well before anything else would end it (tests run in parallel on two cores)")
         _ = hole
     }
 
@@ -79,7 +79,7 @@ struct UpstreamClientTests {
         task.cancel()
         let result = await task.result
         #expect(throws: UpstreamError.cancelled) { try result.get() }
-        #expect(start.duration(to: clock.now) < .seconds(2))
+        #expect(start.duration(to: clock.now) < .seconds(5), "long before the 10 s deadline")
         _ = hole
     }
 

@@ -60,8 +60,7 @@ extension Gateway {
 
     func sessionPhaseChanged(id: String, from: PaymentSessionMachine.Phase?, phase: PaymentSessionMachine.Phase) {
         metrics.sessionState(from: from?.rawValue, to: phase.rawValue)
-        let store = self.store
-        Task { try? await store.updateSessionPhase(id: id, phase: phase.rawValue, atMs: Self.nowMs()) }
+        store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: Self.nowMs()))
     }
 
     static func iso8601(ms: Int64) -> String {

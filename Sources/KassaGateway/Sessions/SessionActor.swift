@@ -77,8 +77,7 @@ actor SessionActor {
                                                summary: "\(source): \(Self.name(command))", traceID: traceID,
                                                data: ["command": .string(Self.name(command)), "source": .string(source)]))
         if case .attempt(.swish(let msisdn?)) = command {
-            let store = gateway.store, id = self.id
-            Task { try? await store.updateSessionSearchFields(id: id, msisdnSuffix: String(msisdn.suffix(4))) }
+            gateway.store.eventLog.update(.init(id: id, msisdnSuffix: String(msisdn.suffix(4))))
         }
         switch machine.command(command) {
         case .success(let effects):
@@ -153,8 +152,7 @@ actor SessionActor {
                                                        summary: event.type, traceID: traceID, data: Redaction.redact(event.data)))
                 if event.type.hasSuffix("ProblemOccurred"), let type = event.data["problem"]?["type"]?.stringValue {
                     gateway.metrics.problem(type: type)
-                    let store = gateway.store, id = self.id
-                    Task { try? await store.updateSessionSearchFields(id: id, lastProblemType: type) }
+                    gateway.store.eventLog.update(.init(id: id, lastProblemType: type))
                 }
                 fresh = true
             case .call(let call):
