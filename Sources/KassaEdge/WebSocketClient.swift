@@ -33,6 +33,7 @@ public final class WebSocketClient: @unchecked Sendable {
         case connect(WebSocketClientConnection, host: String, port: Int, path: String, headers: [(String, String)], source: String?)
         case send(UInt64, [UInt8])
         case close(UInt64)
+        case abandonIfNotOpen(UInt64)
         case stop
     }
 
@@ -85,9 +86,15 @@ public final class WebSocketClient: @unchecked Sendable {
 
     /// Opens a WebSocket to `host:port` at `path` with the client's subprotocol;
     /// `sourceAddress` binds the local end (several loopback addresses give more ports).
+    /// An open that takes longer than `timeout` fails (the half-open connection is dropped).
     public func connect(host: String = "127.0.0.1", port: Int, path: String, headers: [(String, String)] = [],
-                        sourceAddress: String? = nil) async throws(WebSocketClientError) -> WebSocketClientConnection {
+                        sourceAddress: String? = nil, timeout: Duration = .seconds(20)) async throws(WebSocketClientError) -> WebSocketClientConnection {
         let connection = WebSocketClientConnection(id: Self.nextID.add(1, ordering: .relaxed).oldValue, client: self)
+        let watchdog = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            self?.post(.abandonIfNotOpen(connection.id))
+        }
+        defer { watchdog.cancel() }
         let opened = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
             connection.opened = c
             post(.connect(connection, host: host, port: port, path: path, headers: headers, source: sourceAddress))
@@ -126,6 +133,7 @@ public final class WebSocketClient: @unchecked Sendable {
                         }
                     }
                 }
+                if ok, connections[connection.id] != nil { connection.pendingWsi = wsi }
                 if !ok {
                     connections[connection.id] = nil
                     connection.failOpen("cannot start a connection to \(host):\(port)")
@@ -134,6 +142,13 @@ public final class WebSocketClient: @unchecked Sendable {
                 guard let connection = connections[id], let wsi = connection.wsi else { continue }
                 connection.outbound.append(frame)
                 lws_callback_on_writable(wsi)
+            case .abandonIfNotOpen(let id):
+                guard let connection = connections[id], connection.opened != nil else { continue }
+                connection.abandoned = true
+                connections[id] = nil
+                connection.failOpen("no handshake within the connect timeout")
+                connection.finish(code: nil)
+                if let wsi = connection.pendingWsi { lws_set_timeout(wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE, LWS_TO_KILL_ASYNC) }
             case .close(let id):
                 guard let connection = connections[id], let wsi = connection.wsi else { continue }
                 connection.closing = true
@@ -151,7 +166,11 @@ public final class WebSocketClient: @unchecked Sendable {
             return 0
         }
         let id = UInt64(UInt(bitPattern: user))
-        guard id != 0, let connection = connections[id] else { return lws_callback_http_dummy(wsi, reason, user, input, len) }
+        guard id != 0, let connection = connections[id] else {
+            // A connection given up on (connect timeout) that got somewhere after all: drop it.
+            if id != 0, reason == LWS_CALLBACK_CLIENT_ESTABLISHED { return -1 }
+            return lws_callback_http_dummy(wsi, reason, user, input, len)
+        }
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
             guard let input else { return 0 }
@@ -164,9 +183,11 @@ public final class WebSocketClient: @unchecked Sendable {
             return 0
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             connection.wsi = wsi
+            connection.pendingWsi = nil
             connection.resolveOpen(true)
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            connection.pendingWsi = nil
             let why = input.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: len).prefix(while: { $0 != 0 }), as: UTF8.self) }
             connections[id] = nil
             connection.failOpen(why ?? "connection error")
@@ -202,6 +223,14 @@ public final class WebSocketClient: @unchecked Sendable {
                 connection.closeCode = UInt16(b[0]) << 8 | UInt16(b[1])
             }
             return 0
+        case LWS_CALLBACK_WSI_DESTROY:
+            // Freed without a close callback (it never opened): nothing may point at it any more.
+            connections[id] = nil
+            connection.pendingWsi = nil
+            connection.wsi = nil
+            connection.failOpen("connection dropped")
+            connection.finish(code: connection.closeCode)
+            return 0
         case LWS_CALLBACK_CLIENT_CLOSED:
             connections[id] = nil
             connection.wsi = nil
@@ -222,6 +251,9 @@ public final class WebSocketClientConnection: @unchecked Sendable {
 
     // Service-thread confined.
     var wsi: OpaquePointer?
+    /// The connection's wsi while it is being opened (for the connect timeout).
+    var pendingWsi: OpaquePointer?
+    var abandoned = false
     var opened: CheckedContinuation<Bool, Never>?
     var failure: String?
     var handshakeHeaders: [(String, String)] = []

@@ -34,6 +34,9 @@ public struct GatewayConfiguration: Sendable {
     public var rateLimitPerKey: Double = 0
     /// Sessions one node holds at most (0: no limit); creating more is refused with 503.
     public var maxSessions = 0
+    /// Seconds an ended session stays in memory once no stream follows it; after that it is
+    /// read back from the store if asked for (memory stays flat however many sessions end).
+    public var endedSessionMemorySeconds: Double = 30
     /// Signs client tokens. Nodes that share it can pick up each other's sessions; by default
     /// each process makes its own, and its tokens work only on it.
     public var clusterSecret = Secrets.randomHex(bytes: 32)

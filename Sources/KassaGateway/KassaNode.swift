@@ -17,6 +17,7 @@ public final class KassaNode: Sendable {
     public let simulator: Simulator?
     let logger: Logger
     private let retentionTask: Task<Void, Never>
+    private let evictionTask: Task<Void, Never>
 
     public var port: Int { edge.port }
 
@@ -55,10 +56,18 @@ public final class KassaNode: Sendable {
                 try? await Task.sleep(for: .seconds(retention.intervalSeconds))
             }
         }
+        let gateway = self.gateway
+        evictionTask = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                gateway.sessions.evictEnded(nowMs: Gateway.nowMs())
+            }
+        }
         do {
             try edge.start()
         } catch {
             retentionTask.cancel()
+            evictionTask.cancel()
             upstream.shutdown()
             if let simulator { Task { await simulator.stop() } }
             throw error
@@ -70,6 +79,7 @@ public final class KassaNode: Sendable {
     /// requests answered), then the event log is flushed and closed.
     public func stop() async {
         retentionTask.cancel()
+        evictionTask.cancel()
         await edge.stop()
         store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.stop", summary: "stopped"))
         await store.close()

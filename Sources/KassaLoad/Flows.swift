@@ -108,7 +108,8 @@ struct VirtualClient {
         let connection: WebSocketClientConnection
         do {
             connection = try await webSocket.connect(host: runner.target.host, port: runner.target.port, path: path,
-                                                     headers: [("Authorization", "Bearer \(session.token)")], sourceAddress: sourceAddress)
+                                                     headers: [("Authorization", "Bearer \(session.token)")], sourceAddress: sourceAddress,
+                                                     timeout: stepTimeout)
         } catch {
             recorder.connectionError()
             throw FlowFailure("stream: connection failed")

@@ -88,6 +88,30 @@ struct SessionsTests {
         await t.stop()
     }
 
+    @Test("an ended session leaves memory once no stream follows it, and is read back from the store when asked for")
+    func endedSessionsLeaveMemory() async throws {
+        let t = try TestNode(configure: { $0.endedSessionMemorySeconds = 0.2 })
+        let (session, stream) = try await t.sessions.fetched()
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
+        _ = try await stream.event("PaymentSessionComplete")
+        try await Task.sleep(for: .milliseconds(1_200))
+        #expect(t.node.gateway.sessions.session(session.id) != nil, "a followed session stays")
+        stream.connection.close()
+        var gone = false
+        for _ in 0..<40 where !gone {
+            try await Task.sleep(for: .milliseconds(100))
+            gone = t.node.gateway.sessions.session(session.id) == nil
+        }
+        #expect(gone, "evicted after its stream closed")
+        let snapshot = try JSONValue.parse(try await t.sessions.snapshot(session).body)
+        #expect(snapshot["state"]?.stringValue == "completed")
+        #expect(snapshot["seq"]?.intValue == 2)
+        let replay = try await t.sessions.stream(session)
+        _ = try await replay.event("PaymentSessionComplete")
+        #expect(replay.types == ["PaymentSessionFetched", "PaymentSessionComplete"])
+        await t.stop()
+    }
+
     @Test("card with 3-D Secure: Show3DSecure, the client's cRes, Dismiss3DSecure, Complete")
     func card3DSecure() async throws {
         let t = try TestNode()

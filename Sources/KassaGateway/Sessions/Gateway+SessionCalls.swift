@@ -60,7 +60,9 @@ extension Gateway {
 
     func sessionPhaseChanged(id: String, from: PaymentSessionMachine.Phase?, phase: PaymentSessionMachine.Phase) {
         metrics.sessionState(from: from?.rawValue, to: phase.rawValue)
-        store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: Self.nowMs()))
+        let now = Self.nowMs()
+        store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: now))
+        if phase.isTerminal { sessions.ended(id, dueMs: now + Int64(configuration.endedSessionMemorySeconds * 1000)) }
     }
 
     static func iso8601(ms: Int64) -> String {

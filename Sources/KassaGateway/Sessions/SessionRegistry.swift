@@ -5,7 +5,13 @@ import Synchronization
 /// Read from the libwebsockets thread too, so it sits behind a mutex.
 final class SessionRegistry: Sendable {
     private let sessions = Mutex<[String: SessionActor]>([:])
-    private let streams = Mutex<[UInt64: String]>([:])
+    private struct Streams {
+        var sessionOf: [UInt64: String] = [:]
+        var followers: [String: Int] = [:]
+    }
+    private let streams = Mutex(Streams())
+    /// Ended sessions in the order they ended, with when they may leave memory.
+    private let endings = Mutex<(queue: [(id: String, dueMs: Int64)], head: Int)>(([], 0))
 
     func session(_ id: String) -> SessionActor? { sessions.withLock { $0[id] } }
 
@@ -21,11 +27,65 @@ final class SessionRegistry: Sendable {
 
     var count: Int { sessions.withLock { $0.count } }
 
-    func follow(connection: UInt64, session: String) { streams.withLock { $0[connection] = session } }
+    func follow(connection: UInt64, session: String) {
+        streams.withLock { s in
+            if let previous = s.sessionOf.updateValue(session, forKey: connection) { Self.decrement(&s.followers, previous) }
+            s.followers[session, default: 0] += 1
+        }
+    }
 
-    func unfollow(connection: UInt64) -> String? { streams.withLock { $0.removeValue(forKey: connection) } }
+    func unfollow(connection: UInt64) -> String? {
+        streams.withLock { s in
+            guard let session = s.sessionOf.removeValue(forKey: connection) else { return nil }
+            Self.decrement(&s.followers, session)
+            return session
+        }
+    }
 
-    func followed(by connection: UInt64) -> String? { streams.withLock { $0[connection] } }
+    private static func decrement(_ followers: inout [String: Int], _ session: String) {
+        let left = (followers[session] ?? 1) - 1
+        followers[session] = left > 0 ? left : nil
+    }
+
+    func followed(by connection: UInt64) -> String? { streams.withLock { $0.sessionOf[connection] } }
+
+    // MARK: Ended sessions leave memory
+
+    /// An ended session may leave memory at `dueMs`; its row and events stay in the
+    /// store, and `Gateway.session(_:)` restores it from there if it is asked for again.
+    func ended(_ id: String, dueMs: Int64) {
+        endings.withLock { $0.queue.append((id, dueMs)) }
+    }
+
+    /// Drops the ended sessions that are due and followed by no stream (those wait for the next sweep).
+    @discardableResult
+    func evictEnded(nowMs: Int64) -> Int {
+        let due = endings.withLock { e -> [String] in
+            var ids: [String] = []
+            while e.head < e.queue.count, e.queue[e.head].dueMs <= nowMs {
+                ids.append(e.queue[e.head].id)
+                e.head += 1
+            }
+            if e.head > 4_096, e.head * 2 > e.queue.count {
+                e.queue.removeFirst(e.head)
+                e.head = 0
+            }
+            return ids
+        }
+        guard !due.isEmpty else { return 0 }
+        let followed = streams.withLock { s in Set(due.filter { s.followers[$0] != nil }) }
+        var evicted = 0
+        sessions.withLock { all in
+            for id in due where !followed.contains(id) {
+                if all.removeValue(forKey: id) != nil { evicted += 1 }
+            }
+        }
+        if !followed.isEmpty {
+            let later = nowMs + 1_000
+            endings.withLock { e in for id in followed { e.queue.append((id, later)) } }
+        }
+        return evicted
+    }
 
     /// True when `token` is the session's client token (compared as SHA-256 digests, in constant time).
     static func tokenMatches(_ token: String?, _ actor: SessionActor) -> Bool {

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs `kassa load` with a scenario against a fresh gateway (release build) whose
+# simulator runs in its own process, all on loopback, and samples the gateway's
+# RSS and open files once a second. Prints the load report, then one JSON line:
+#   {"rssStartKiB", "rssPeakKiB", "rssEndKiB", "fdsPeak", "perStreamKiB", "droppedEvents", ...}
+# Usage: bench/load.sh SCENARIO [extra kassa load options…]
+#   KASSA_BENCH_OUT=dir keeps the report, samples and logs there (default: a temp dir, deleted).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scenario="$1"; shift
+swift build -c release --product kassa >/dev/null
+kassa=.build/release/kassa
+out="${KASSA_BENCH_OUT:-$(mktemp -d)}"
+mkdir -p "$out"
+gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
+$kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}" >"$out/sim.log" 2>&1 &
+sim=$!
+$kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
+  --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin ${KASSA_BENCH_SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
+gw=$!
+trap 'kill $gw $sim 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KASSA_BENCH_OUT:-}" ] || rm -rf "$out"' EXIT
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$gw_port/readyz" >/dev/null && break; sleep 0.1; done
+rss() { awk '/VmRSS/ {print $2}' "/proc/$gw/status"; }
+echo "t,rssKiB,fds" >"$out/samples.csv"
+start_rss=$(rss)
+( t=0; while kill -0 $gw 2>/dev/null; do echo "$t,$(rss),$(ls /proc/$gw/fd | wc -l)" >>"$out/samples.csv"; sleep 1; t=$((t + 1)); done ) &
+sampler=$!
+status=0
+$kassa load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
+  2>"$out/progress.log" || status=$?
+kill $sampler 2>/dev/null || true
+end_rss=$(rss)
+metrics=$(curl -s "http://127.0.0.1:$gw_port/metrics")
+kill -TERM $gw; wait $gw || true   # a graceful stop flushes the event log
+python3 - "$out" "$start_rss" "$end_rss" "$metrics" <<'PY'
+import csv, json, sys, re, sqlite3
+out, start, end, metrics = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rows = list(csv.DictReader(open(out + "/samples.csv")))
+report = json.load(open(out + "/report.json"))
+peak = max(int(r["rssKiB"]) for r in rows) if rows else start
+fds = max(int(r["fds"]) for r in rows) if rows else 0
+streams = report.get("peakOpenStreams", 0)
+db = sqlite3.connect(out + "/kassa.sqlite")
+def metric(name):
+    m = re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % re.escape(name), metrics, re.M)
+    return sum(float(x) for x in m) if m else None
+print(json.dumps({
+    "completed": report["completed"], "failedTotal": report["failedTotal"], "flowsPerSecond": report["flowsPerSecond"],
+    "pushesPerSecond": report["pushesPerSecond"], "protocolErrors": report["protocolErrors"],
+    "connectionErrors": report["connectionErrors"], "peakOpenStreams": streams,
+    "rssStartKiB": start, "rssPeakKiB": peak, "rssEndKiB": end, "fdsPeak": fds,
+    "perStreamKiB": round((peak - start) / streams, 2) if streams else None,
+    "eventLogWriteErrors": metric("kassa_eventlog_write_errors_total") or 0,
+    "eventLogQueueDepthAtEnd": metric("kassa_eventlog_queue_depth"),
+    # Every push a client received must be in the log (a subscriber sees each push once).
+    "pushesLogged": db.execute("SELECT COUNT(*) FROM events WHERE kind = 'push.sent'").fetchone()[0],
+    "sessionsStored": db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
+    "pushP99Ms": report["latencyMs"].get("push", {}).get("p99"),
+    "flowP99Ms": report["latencyMs"].get("flow", {}).get("p99"),
+}))
+PY
+exit $status
