@@ -12,6 +12,7 @@ swift build -c release --product kassa >/dev/null
 kassa=.build/release/kassa
 out="${KASSA_BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"
+rm -f "$out"/kassa.sqlite*   # a fresh database: a previous run's sessions would be recovered
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
 $kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}" >"$out/sim.log" 2>&1 &
 sim=$!

@@ -75,7 +75,8 @@ public final class EdgeServer: @unchecked Sendable {
         table[0].name = UnsafePointer(protocolName)
         table[0].callback = kassaEdgeCallback
         table[0].per_session_data_size = MemoryLayout<UInt64>.size
-        table[0].rx_buffer_size = 16 * 1024
+        // Small: larger messages arrive in pieces and are joined; every idle WebSocket holds this buffer.
+        table[0].rx_buffer_size = 4 * 1024
         protocols = table
 
         let retry = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)

@@ -325,7 +325,7 @@ struct SessionsTests {
 
     @Test("a POST that fails after it was sent is not repeated; the client is told and may retry")
     func postNotRepeated() async throws {
-        let t = try TestNode(upstreamTimeoutMs: 300)
+        let t = try TestNode(upstreamTimeoutMs: 1_000)
         let c = t.sessions
         let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .timeout)])

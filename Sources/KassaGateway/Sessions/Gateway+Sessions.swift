@@ -33,6 +33,11 @@ extension Gateway {
                                    detail: "this node holds its maximum of \(configuration.maxSessions) sessions; try again later or another node"),
                             headers: [("retry-after", "5")])
         }
+        if let failure = store.eventLog.lastWriteError {
+            // A payment nobody could explain later is worse than one not started.
+            return .problem(.serviceUnavailable("the event log cannot be written (\(failure)); no new sessions until it can"),
+                            headers: [("retry-after", "5")])
+        }
         var input: JSONInput
         switch JSONInput.parse(context.request.body) {
         case .success(let parsed): input = parsed

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Side by side, one run: (1) the same WebSocket workloads against Kassa and a minimal
+# Hummingbird 2 WebSocket server (bench/push-server-hummingbird, built here, benchmark-only):
+# the ping workload's answer rate and p99, and memory per idle connection;
+# (2) the Merchant API (GET /swedbank-pay-mobile/, POST …/paymentorders) against
+# Kassa and against nginx proxying the same requests to the same simulator, with wrk.
+# Usage: bench/compare.sh   (installs nginx-light and wrk if missing; prints JSON lines)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for p in nginx-light wrk; do dpkg -s $p >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p; }; done
+swift build -c release --product kassa >/dev/null
+swift build -c release --package-path bench/push-server-hummingbird --scratch-path .build-hummingbird >/dev/null
+kassa=.build/release/kassa
+hb=.build-hummingbird/release/PushServer
+idle_clients="${KASSA_COMPARE_IDLE:-5000}"
+out=$(mktemp -d)
+pids=()
+trap 'kill ${pids[@]} 2>/dev/null || true; nginx -c "$out/nginx.conf" -p "$out" -s stop 2>/dev/null || true; rm -rf "$out"' EXIT
+rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+
+# A load run against one server: its report, and the server's RSS before and at the end.
+measure() {  # name pid url scenario [load options]
+  local name=$1 pid=$2 url=$3 scenario=$4; shift 4
+  local before; before=$(rss "$pid")
+  $kassa load --url "$url" --api-key bench-key --scenario "$scenario" --json "$out/$name.json" "$@" 2>/dev/null >/dev/null || true
+  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" <<'PY'
+import json, sys
+name, path, before, after = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+r = json.load(open(path))
+ping = r["latencyMs"].get("ping→pong", {})
+print(json.dumps({"run": name, "completed": r["completed"], "failed": r["failedTotal"], "protocolErrors": r["protocolErrors"],
+                  "answersPerSecond": round((r["framesReceived"] - r["pushesReceived"]) / r["durationSeconds"]),
+                  "pingP50Ms": ping.get("p50"), "pingP99Ms": ping.get("p99"), "peakOpenStreams": r["peakOpenStreams"],
+                  "rssBeforeKiB": before, "rssAfterKiB": after,
+                  "perStreamKiB": round((after - before) / max(r["peakOpenStreams"], 1), 2)}))
+PY
+}
+
+sim_port=$((20000 + RANDOM % 10000)); kassa_port=$((sim_port + 1)); hb_port=$((sim_port + 2)); nginx_port=$((sim_port + 3))
+$kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms 0 >"$out/sim.log" 2>&1 & pids+=($!)
+$kassa serve --listen "127.0.0.1:$kassa_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
+  --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning >"$out/serve.log" 2>&1 & kassa_pid=$!; pids+=($kassa_pid)
+$hb "$hb_port" >"$out/hb.log" 2>&1 & hb_pid=$!; pids+=($hb_pid)
+wait_http "http://127.0.0.1:$kassa_port/healthz"; wait_http "http://127.0.0.1:$hb_port/"
+
+# 1. WebSocket workloads (Kassa's idle sessions are real sessions: created upstream, fetched, held).
+measure kassa-ping $kassa_pid "http://127.0.0.1:$kassa_port" bench/scenarios/ping.json
+measure hummingbird-ping $hb_pid "http://127.0.0.1:$hb_port" bench/scenarios/ping.json
+measure kassa-idle $kassa_pid "http://127.0.0.1:$kassa_port" bench/scenarios/idle.json --clients "$idle_clients" --duration 40
+measure hummingbird-idle $hb_pid "http://127.0.0.1:$hb_port" bench/scenarios/idle.json --clients "$idle_clients" --duration 40
+
+# 2. Merchant API: Kassa vs nginx proxying to the same simulator.
+cat >"$out/nginx.conf" <<NGINX
+worker_processes 1;
+daemon on;
+pid $out/nginx.pid;
+error_log $out/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream sim { server 127.0.0.1:$sim_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location = /swedbank-pay-mobile/ {
+      default_type application/json;
+      return 200 '{"consumers":"/swedbank-pay-mobile/consumers","paymentorders":"/swedbank-pay-mobile/paymentorders"}';
+    }
+    location = /swedbank-pay-mobile/paymentorders {
+      proxy_pass http://sim/psp/paymentorders;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer kassa-simulator-token";
+    }
+  }
+}
+NGINX
+nginx -c "$out/nginx.conf" -p "$out"
+wait_http "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/"
+cat >"$out/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"paymentorder":{"operation":"Purchase","currency":"SEK","amount":1500,"vatAmount":0,"description":"bench","userAgent":"wrk","language":"sv-SE","urls":{"hostUrls":["https://shop.example"],"completeUrl":"https://shop.example/c","cancelUrl":"https://shop.example/x"},"payeeInfo":{"payeeId":"p","payeeReference":"r"}}}'
+LUA
+wrk_run() {  # name url [script]
+  local name=$1 url=$2; shift 2
+  wrk -t2 -c64 -d10s --latency -H "Your-Api-Key: bench-key" "$@" "$url" >"$out/$name.wrk" 2>&1
+  python3 - "$name" "$out/$name.wrk" <<'PY'
+import re, sys, json
+name, text = sys.argv[1], open(sys.argv[2]).read()
+rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", text).group(1))
+def ms(label):
+    m = re.search(r"\s%s\s+([0-9.]+)(us|ms|s)" % re.escape(label), text)
+    if not m: return None
+    v, unit = float(m.group(1)), m.group(2)
+    return round(v / 1000 if unit == "us" else v * 1000 if unit == "s" else v, 3)
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+print(json.dumps({"run": name, "requestsPerSecond": rps, "p50Ms": ms("50%"), "p99Ms": ms("99%"),
+                  "non2xx": int(non2xx.group(1)) if non2xx else 0}))
+PY
+}
+wrk_run kassa-merchant-root "http://127.0.0.1:$kassa_port/swedbank-pay-mobile/"
+wrk_run nginx-merchant-root "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/"
+wrk_run kassa-paymentorders "http://127.0.0.1:$kassa_port/swedbank-pay-mobile/paymentorders" -s "$out/post.lua"
+wrk_run nginx-paymentorders "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/paymentorders" -s "$out/post.lua"
