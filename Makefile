@@ -2,7 +2,7 @@
 # on a fresh Debian machine: they install what is missing first.
 
 SWIFT ?= swift
-APT_PACKAGES := libwebsockets-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
+APT_PACKAGES := libwebsockets-dev libev-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
 TEST_APT_PACKAGES := chromium prometheus haproxy
 PIP_PACKAGES := websockets schemathesis playwright pyyaml
 KASSA := .build/debug/kassa

@@ -2,8 +2,35 @@
 #define KASSA_CLIBWEBSOCKETS_SHIM_H
 
 #include <libwebsockets.h>
+#include <ev.h>
+#include <stdlib.h>
 
 /* Macros Swift cannot import, re-exported as constants. */
 static const size_t kassa_lws_pre = LWS_PRE;
+
+/* The libev loop libwebsockets runs on (its evlib plugin): epoll instead of a poll()
+ * over every descriptor on each pass. libev's calls are macros over EV_P, wrapped here. */
+static inline struct ev_loop *kassa_ev_loop_new(void) { return ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK); }
+static inline void kassa_ev_run(struct ev_loop *loop) { ev_run(loop, 0); }
+static inline void kassa_ev_break(struct ev_loop *loop) { ev_break(loop, EVBREAK_ALL); }
+static inline void kassa_ev_loop_destroy(struct ev_loop *loop) { ev_loop_destroy(loop); }
+
+/* lws 4.1's libev glue re-arms its timer list (pings, timeouts) only after I/O; a
+ * periodic wake-up through its cancel pipe keeps timers running on a quiet loop. */
+static void kassa_ev_tick(struct ev_loop *loop, ev_timer *timer, int revents) {
+    (void)loop; (void)revents;
+    lws_cancel_service((struct lws_context *)timer->data);
+}
+static inline ev_timer *kassa_ev_tick_start(struct ev_loop *loop, struct lws_context *context, double seconds) {
+    ev_timer *timer = (ev_timer *)malloc(sizeof(ev_timer));
+    ev_timer_init(timer, kassa_ev_tick, seconds, seconds);
+    timer->data = context;
+    ev_timer_start(loop, timer);
+    return timer;
+}
+static inline void kassa_ev_tick_stop(struct ev_loop *loop, ev_timer *timer) {
+    ev_timer_stop(loop, timer);
+    free(timer);
+}
 
 #endif

@@ -95,6 +95,7 @@ public final class EdgeServer: @unchecked Sendable {
         info.keepalive_timeout = Int32(configuration.requestTimeoutSeconds)
         info.max_http_header_data = 8192
         info.count_threads = 1
+        loop.configure(&info)
         // Each request in flight holds a header table until it is answered.
         info.max_http_header_pool = 1024
 

@@ -6,23 +6,57 @@ import Synchronization
 /// the server and the client. Only that thread touches lws; other threads
 /// `post` commands, which wake it (`lws_cancel_service`) to `take` them on
 /// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+///
+/// lws runs on a libev loop (epoll) owned here and handed to lws as a "foreign"
+/// loop: lws's own poll() loop walks every descriptor on each wake-up, which
+/// stalls past ten thousand connections; and with a loop of our own lws installs
+/// no signal handlers and the loop ends only when we say.
 final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     /// Commands, and whether the context still exists: posts after it is
     /// destroyed are dropped, so nothing wakes a freed context.
     private let outbox = Mutex<(commands: [Command], alive: Bool)>(([], true))
     private let exitRequested = Atomic<Bool>(false)
     private(set) var context: OpaquePointer?
+    private let eventLoop: OpaquePointer?
+    private let foreignLoops = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
+    private var started = false
+
+    init() {
+        eventLoop = kassa_ev_loop_new()
+        foreignLoops.initialize(to: eventLoop.map { UnsafeMutableRawPointer($0) })
+    }
+
+    deinit {
+        // A loop whose thread never ran (the context was not created) is ours to free.
+        if !started, let eventLoop { kassa_ev_loop_destroy(eventLoop) }
+        foreignLoops.deallocate()
+    }
+
+    /// Makes a context created from `info` run on this loop.
+    func configure(_ info: inout lws_context_creation_info) {
+        guard eventLoop != nil else { return }
+        info.options |= UInt64(LWS_SERVER_OPTION_LIBEV)
+        info.foreign_loops = foreignLoops
+    }
 
     /// Starts the service thread for `context`; `teardown` runs on it after the context is destroyed.
     func start(_ context: OpaquePointer, name: String, teardown: @escaping @Sendable () -> Void) {
         self.context = context
+        started = true
         let thread = Thread { [self] in
             guard let context = self.context else { return }
-            while !exitRequested.load(ordering: .acquiring) {
-                if lws_service(context, 0) < 0 { break }
+            if let eventLoop {
+                let tick = kassa_ev_tick_start(eventLoop, context, 0.1)
+                kassa_ev_run(eventLoop)
+                kassa_ev_tick_stop(eventLoop, tick)
+            } else {
+                while !exitRequested.load(ordering: .acquiring) {
+                    if lws_service(context, 0) < 0 { break }
+                }
             }
             outbox.withLock { $0.alive = false }
             lws_context_destroy(context)
+            if let eventLoop { kassa_ev_loop_destroy(eventLoop) }
             teardown()
         }
         thread.name = name
@@ -42,12 +76,15 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         }
     }
 
-    /// On the service thread: the commands posted since the last call.
+    /// On the service thread: the commands posted since the last call. Ends the loop
+    /// here once an exit was requested (libev's loop may be broken only from its own thread).
     func take() -> [Command] {
-        outbox.withLock { box -> [Command] in
+        let commands = outbox.withLock { box -> [Command] in
             defer { box.commands.removeAll(keepingCapacity: true) }
             return box.commands
         }
+        if exitRequested.load(ordering: .acquiring), let eventLoop { kassa_ev_break(eventLoop) }
+        return commands
     }
 
     /// Ends the loop after the current service pass (safe from any thread).

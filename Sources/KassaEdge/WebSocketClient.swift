@@ -61,6 +61,7 @@ public final class WebSocketClient: @unchecked Sendable {
         info.protocols = UnsafePointer(table)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.count_threads = 1
+        loop.configure(&info)
         guard let context = lws_create_context(&info) else {
             throw WebSocketClientError(description: "cannot create the libwebsockets client context")
         }

@@ -34,7 +34,9 @@ public final class Store: Sendable {
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
             // A larger page cache keeps the event indexes' hot pages in memory: with the
             // default 2 MiB, appends to a multi-GiB log spend their time re-reading pages.
-            try db.execute(sql: "PRAGMA cache_size = -65536")
+            // The writer's cache holds the indexes' hot pages (the append rate depends on it);
+            // readers serve point lookups and need far less. Both are ceilings the cache grows to.
+            try db.execute(sql: db.configuration.readonly ? "PRAGMA cache_size = -8192" : "PRAGMA cache_size = -65536")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             // Checkpoint every ~16 MiB of WAL rather than every 4 MiB: fewer copies under a steady append load.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")

@@ -154,7 +154,8 @@ struct MerchantAPITests {
         ("status=500", 500, "https://api.payex.com/psp/errordetail/systemerror"),
     ])
     func upstreamFaults(_ fault: String, _ status: Int, _ type: String) async throws {
-        let t = try TestNode(upstreamTimeoutMs: 500)
+        // Long enough that only the timeout fault times out, even with the suite's other tests running.
+        let t = try TestNode(upstreamTimeoutMs: 1_500)
         let r = try await post(t, "/swedbank-pay-mobile/paymentorders", Self.paymentOrder(description: "sim-fault:\(fault)"))
         #expect(r.status == status)
         #expect(problemType(r) == type)

@@ -290,7 +290,8 @@ struct SessionsTests {
 
     @Test("upstream failures: GETs retried with backoff; exhausted → SdkProblemOccurred retryable; retry resumes")
     func retriesAndRetry() async throws {
-        let t = try TestNode()
+        // A deadline that leaves room for several retries even when the machine is busy.
+        let t = try TestNode(configure: { $0.sessionRetry = RetryPolicy(baseDelayMs: 20, maxDelayMs: 100, deadlineMs: 2_000) })
         let c = t.sessions
         let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .status(503))])
