@@ -32,6 +32,7 @@ $kassa load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$s
 kill $sampler 2>/dev/null || true
 end_rss=$(rss)
 metrics=$(curl -s "http://127.0.0.1:$gw_port/metrics")
+echo "$metrics" >"$out/metrics.txt"
 kill -TERM $gw; wait $gw || true   # a graceful stop flushes the event log
 python3 - "$out" "$start_rss" "$end_rss" "$metrics" <<'PY'
 import csv, json, sys, re, sqlite3

@@ -76,7 +76,7 @@ public final class EdgeServer: @unchecked Sendable {
         table[0].callback = kassaEdgeCallback
         table[0].per_session_data_size = MemoryLayout<UInt64>.size
         // Small: larger messages arrive in pieces and are joined; every idle WebSocket holds this buffer.
-        table[0].rx_buffer_size = 4 * 1024
+        table[0].rx_buffer_size = 2 * 1024
         protocols = table
 
         let retry = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
@@ -168,6 +168,15 @@ public final class EdgeServer: @unchecked Sendable {
     public func send(_ connectionID: UInt64, json: JSONValue, stamp: ContinuousClock.Instant? = nil) {
         var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
         json.write(into: &frame)
+        post(.send(connectionID, frame, stamp))
+    }
+
+    /// Queues a message already serialised (UTF-8 text).
+    public func send(_ connectionID: UInt64, bytes: [UInt8], stamp: ContinuousClock.Instant? = nil) {
+        var frame = [UInt8]()
+        frame.reserveCapacity(kassa_lws_pre + bytes.count)
+        frame.append(contentsOf: repeatElement(0, count: kassa_lws_pre))
+        frame.append(contentsOf: bytes)
         post(.send(connectionID, frame, stamp))
     }
 

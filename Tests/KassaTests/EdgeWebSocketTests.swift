@@ -78,6 +78,26 @@ struct EdgeWebSocketTests {
         #expect(echo == "echo:still here")
     }
 
+    @Test("a message several times the receive buffer, under the limit, arrives whole (one frame or fragments)")
+    func largeMessageJoined() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let text = String(repeating: "kassa-", count: 2_000)   // 12 000 bytes: the receive buffer is 2 KiB
+        let (single, fragmented) = try await onThread { () -> (String?, String?) in
+            let socket = try RawSocket(port: port)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            try socket.sendText(text)
+            let single = socket.readFrame()?.text
+            try socket.sendFrame(opcode: 0x1, payload: Array(text.utf8.prefix(7_000)), fin: false)
+            try socket.sendFrame(opcode: 0x0, payload: Array(text.utf8.dropFirst(7_000)), fin: true)
+            return (single, socket.readFrame()?.text)
+        }
+        #expect(single == "echo:" + text)
+        #expect(fragmented == "echo:" + text)
+    }
+
     @Test("a message over the frame limit closes with 1009")
     func oversizedMessage() async throws {
         let (server, _) = try startTestEdge()

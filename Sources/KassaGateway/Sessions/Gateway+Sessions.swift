@@ -178,11 +178,12 @@ extension Gateway {
     }
 
     func restore(_ record: Store.SessionRecord) -> SessionActor {
-        let history = ((try? store.eventLog.pushedEvents(sessionID: record.id, afterSeq: 0)) ?? []).map {
-            SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]))
+        let logged = (try? store.eventLog.pushedEvents(sessionID: record.id, afterSeq: 0)) ?? []
+        let history = logged.map {
+            SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]), session: record.id)
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
-        let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: history.map(\.type),
+        let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: logged.map(\.summary),
                                             pollIntervalMs: configuration.sessionPollIntervalMs)
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, gateway: self)

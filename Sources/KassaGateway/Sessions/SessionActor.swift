@@ -2,18 +2,21 @@ import Foundation
 import KassaCore
 import KassaStore
 
-/// One pushed event with its place in the session's stream.
+/// One pushed event with its place in the session's stream, kept as the frame's
+/// JSON text: serialised once for every subscriber and replay, and a fraction of the
+/// memory of the parsed tree.
 struct SequencedPush: Sendable {
     var seq: Int64
-    var type: String
-    var atMs: Int64
-    var data: JSONValue
+    var text: [UInt8]
     /// When the state change happened (pushes made in this process only): push latency starts here.
     var madeAt: ContinuousClock.Instant? = nil
 
-    func frame(session: String) -> JSONValue {
-        ["seq": .number(Double(seq)), "session": .string(session), "type": .string(type),
-         "at": .string(Gateway.iso8601(ms: atMs)), "data": data]
+    init(seq: Int64, type: String, atMs: Int64, data: JSONValue, session: String, madeAt: ContinuousClock.Instant? = nil) {
+        self.seq = seq
+        self.madeAt = madeAt
+        let frame: JSONValue = ["seq": .number(Double(seq)), "session": .string(session), "type": .string(type),
+                                "at": .string(Gateway.iso8601(ms: atMs)), "data": data]
+        text = frame.bytes
     }
 }
 
@@ -120,7 +123,7 @@ actor SessionActor {
         subscribers.insert(connection)
         guard let edge = gateway.edge else { return }
         for push in pushes where push.seq > since && push.seq <= sentUpTo {
-            edge.send(connection, json: push.frame(session: id))
+            edge.send(connection, bytes: push.text)
         }
     }
 
@@ -144,10 +147,11 @@ actor SessionActor {
             switch effect {
             case .push(let event):
                 seq += 1
-                let push = SequencedPush(seq: seq, type: event.type, atMs: Gateway.nowMs(), data: event.data, madeAt: .now)
+                let atMs = Gateway.nowMs()
+                let push = SequencedPush(seq: seq, type: event.type, atMs: atMs, data: event.data, session: id, madeAt: .now)
                 gateway.metrics.pushed(type: event.type)
                 pushes.append(push)
-                gateway.store.eventLog.append(LogEvent(atMs: push.atMs, sessionID: id, seq: push.seq, kind: "push.sent",
+                gateway.store.eventLog.append(LogEvent(atMs: atMs, sessionID: id, seq: push.seq, kind: "push.sent",
                                                        level: event.type.hasSuffix("ProblemOccurred") ? .warning : .info,
                                                        summary: event.type, traceID: traceID, data: Redaction.redact(event.data)))
                 if event.type.hasSuffix("ProblemOccurred"), let type = event.data["problem"]?["type"]?.stringValue {
@@ -206,8 +210,7 @@ actor SessionActor {
         sentUpTo = target
         guard let edge = gateway.edge else { return }
         for push in ready {
-            let frame = push.frame(session: id)
-            for connection in subscribers { edge.send(connection, json: frame, stamp: push.madeAt) }
+            for connection in subscribers { edge.send(connection, bytes: push.text, stamp: push.madeAt) }
         }
     }
 }
