@@ -29,6 +29,10 @@ final class EdgeConnection {
     var outboundBytes = 0
     var pendingClose: (code: UInt16, reason: String)?
     var closeCode: UInt16?
+    /// Heartbeat: when the peer was last heard from (any frame or pong), and whether a ping is due.
+    var lastHeardMs: Int64 = 0
+    var pingSentMs: Int64 = 0
+    var pingDue = false
 
     init(id: UInt64, wsi: OpaquePointer, kind: Kind) {
         self.id = id
@@ -44,6 +48,7 @@ extension EdgeServer {
         var nextID: UInt64 = 1
         var draining = false
         var httpInFlight = 0
+        var lastHeartbeatMs: Int64 = 0
     }
 }
 
@@ -108,12 +113,20 @@ extension EdgeServer {
         case LWS_CALLBACK_ESTABLISHED:
             guard let conn = connection(user), let upgrade = conn.upgrade else { return -1 }
             openWebSocketCount.add(1, ordering: .relaxed)
+            conn.lastHeardMs = Self.monotonicMs()
+            // The upgrade's headers are not needed once the handler has seen them.
+            conn.upgrade = nil
             handler.webSocketOpened(upgrade)
             return 0
 
         case LWS_CALLBACK_RECEIVE:
             guard let conn = connection(user) else { return -1 }
+            conn.lastHeardMs = Self.monotonicMs()
             return webSocketReceive(conn, input: input, len: len)
+
+        case LWS_CALLBACK_RECEIVE_PONG:
+            connection(user)?.lastHeardMs = Self.monotonicMs()
+            return 0
 
         case LWS_CALLBACK_SERVER_WRITEABLE:
             guard let conn = connection(user) else { return -1 }
@@ -333,6 +346,17 @@ extension EdgeServer {
     }
 
     private func webSocketWriteable(_ conn: EdgeConnection) -> Int32 {
+        if conn.pingDue {
+            conn.pingDue = false
+            // With a payload: libwebsockets reports only pongs that carry one.
+            var ping = [UInt8](repeating: 0, count: kassa_lws_pre) + Array("kassa".utf8)
+            let n = ping.withUnsafeMutableBufferPointer {
+                lws_write(conn.wsi, $0.baseAddress! + kassa_lws_pre, $0.count - kassa_lws_pre, LWS_WRITE_PING)
+            }
+            if n < 0 { return -1 }
+            if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
+            return 0
+        }
         if conn.outboundHead < conn.outbound.count {
             var (frame, stamp) = conn.outbound[conn.outboundHead]
             conn.outbound[conn.outboundHead] = ([], nil)
@@ -362,7 +386,37 @@ extension EdgeServer {
 
     // MARK: Outbox
 
+    static func monotonicMs() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// Once a second (the loop wakes every 100 ms): pings WebSockets silent for the ping
+    /// interval and drops those silent for the idle timeout. One pass over the connections
+    /// a second, instead of libwebsockets' per-connection timers, whose sorted list costs
+    /// O(connections) on every frame.
+    private func heartbeat() {
+        let now = Self.monotonicMs()
+        guard now - confined.lastHeartbeatMs >= 1_000 else { return }
+        confined.lastHeartbeatMs = now
+        let pingAfter = Int64(configuration.pingIntervalSeconds) * 1000
+        let hangUpAfter = Int64(configuration.idleTimeoutSeconds) * 1000
+        for conn in confined.connections.values where conn.kind == .webSocket && conn.lastHeardMs > 0 {
+            let silent = now - conn.lastHeardMs
+            if hangUpAfter > 0, silent >= hangUpAfter {
+                conn.lastHeardMs = 0
+                lws_set_timeout(conn.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            } else if pingAfter > 0, silent >= pingAfter, now - conn.pingSentMs >= pingAfter {
+                conn.pingSentMs = now
+                conn.pingDue = true
+                lws_callback_on_writable(conn.wsi)
+            }
+        }
+    }
+
     private func drainOutbox() {
+        heartbeat()
         for command in loop.take() {
             switch command {
             case .response(let id, let response):

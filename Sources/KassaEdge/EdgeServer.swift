@@ -79,10 +79,9 @@ public final class EdgeServer: @unchecked Sendable {
         table[0].rx_buffer_size = 2 * 1024
         protocols = table
 
+        // No validity policy: pings and idle hang-ups are the edge's own heartbeat (EdgeServer+Callback).
         let retry = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
         retry.initialize(to: lws_retry_bo_t())
-        retry.pointee.secs_since_valid_ping = UInt16(clamping: configuration.pingIntervalSeconds)
-        retry.pointee.secs_since_valid_hangup = UInt16(clamping: configuration.idleTimeoutSeconds)
         retryPolicy = retry
 
         var info = lws_context_creation_info()
