@@ -59,6 +59,13 @@ public struct PaymentOutput: Sendable, Equatable {
     public var paymentUrl: String?
     public var instrumentModePaymentMethod: String?
 
+    /// The same output without the methods' prefills.
+    public var withoutPrefills: PaymentOutput {
+        var copy = self
+        for i in copy.methods.indices { copy.methods[i].prefills = [] }
+        return copy
+    }
+
     /// Top-level operations followed by every method's, as the SDKs build their candidate list.
     public var allOperations: [Operation] { operations + methods.flatMap(\.operations) }
 
@@ -81,7 +88,7 @@ public struct PaymentOutput: Sendable, Equatable {
         let session = document["paymentSession"]
         let methods: [Method] = (session?["methods"]?.arrayValue ?? []).compactMap { m in
             guard let name = m["paymentMethod"]?.stringValue else { return nil }
-            return Method(name: name, prefills: m["prefills"]?.arrayValue ?? [],
+            return Method(name: shared(name), prefills: m["prefills"]?.arrayValue ?? [],
                           operations: (m["operations"]?.arrayValue ?? []).compactMap { parseOperation($0, method: name) })
         }
         var problem: UpstreamProblem?
@@ -108,11 +115,24 @@ public struct PaymentOutput: Sendable, Equatable {
         guard let rel = o["rel"]?.stringValue, let href = o["href"]?.stringValue else { return nil }
         let tasks: [Task] = (o["tasks"]?.arrayValue ?? []).compactMap { t in
             guard let rel = t["rel"]?.stringValue, let href = t["href"]?.stringValue else { return nil }
-            return Task(rel: rel, href: href, method: t["method"]?.stringValue ?? "GET",
-                        contentType: t["contentType"]?.stringValue, expects: parseExpectations(t["expects"]))
+            return Task(rel: shared(rel), href: href, method: shared(t["method"]?.stringValue ?? "GET"),
+                        contentType: t["contentType"]?.stringValue.map(shared), expects: parseExpectations(t["expects"]))
         }
-        return Operation(rel: rel, href: href, method: (o["method"]?.stringValue ?? "GET").uppercased(),
-                         next: o["next"]?.boolValue ?? false, contentType: o["contentType"]?.stringValue,
-                         tasks: tasks, expects: parseExpectations(o["expects"]), paymentMethod: method)
+        return Operation(rel: shared(rel), href: href, method: shared((o["method"]?.stringValue ?? "GET").uppercased()),
+                         next: o["next"]?.boolValue ?? false, contentType: o["contentType"]?.stringValue.map(shared),
+                         tasks: tasks, expects: parseExpectations(o["expects"]), paymentMethod: method.map(shared))
     }
+
+    /// The names every output repeats (operation rels, methods, content types): one copy for
+    /// all sessions instead of one per session, since a session holds its output while it waits.
+    static let sharedStrings: [String: String] = {
+        let names = ["prepare-payment", "abort-payment", "customize-payment", "event-logging", "expand-method",
+                     "start-payment-attempt", "get-payment", "create-authentication", "complete-authentication",
+                     "redirect-payer", "acknowledge-failed-attempt", "fail-payment-attempt", "launch-client-app",
+                     "view-paymentsession", "attempt-payload", "application/json", "application/x-www-form-urlencoded",
+                     "GET", "POST", "PATCH", "Swish", "CreditCard", "ApplePay", "GooglePay", "Vipps", "WebBased"]
+        return Dictionary(uniqueKeysWithValues: names.map { ($0, $0) })
+    }()
+
+    static func shared(_ s: String) -> String { sharedStrings[s] ?? s }
 }

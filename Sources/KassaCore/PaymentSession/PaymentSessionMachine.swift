@@ -76,7 +76,14 @@ public struct PaymentSessionMachine: Sendable {
     public let sessionURL: String
     public private(set) var phase: Phase = .starting
     public private(set) var output: PaymentOutput?
-    public private(set) var availableInstruments: [JSONValue] = []
+    /// The instruments offered, as pushed in PaymentSessionFetched: kept as JSON text (a session
+    /// waiting for its payer holds this for minutes; the parsed tree is several times larger).
+    public var availableInstruments: [JSONValue] {
+        (try? JSONValue.parse(availableInstrumentsText))?.arrayValue ?? []
+    }
+    private var availableInstrumentsText: [UInt8] = Array("[]".utf8)
+    /// The instruments of the latest output, taken before its prefills are dropped.
+    private var latestInstruments: [JSONValue] = []
     public private(set) var lastProblem: JSONValue?
     public private(set) var callInFlight: SessionCall?
     /// Milliseconds between get-payment polls (the SDKs use 2 s).
@@ -126,7 +133,9 @@ public struct PaymentSessionMachine: Sendable {
     /// An upstream call answered with a PaymentOutputModel.
     public mutating func received(_ output: PaymentOutput, for call: SessionCall) -> [Effect] {
         callInFlight = nil
-        self.output = output
+        latestInstruments = AvailableInstruments.from(output)
+        // The prefills (saved cards, numbers) only feed the instrument list: not kept twice.
+        self.output = output.withoutPrefills
         if phase == .starting || phase == .failed { phase = instrument == nil ? .awaitingInstrument : .attempting }
         return decide()
     }
@@ -390,7 +399,8 @@ public struct PaymentSessionMachine: Sendable {
             return effects + [.schedulePoll(afterMs: pollIntervalMs, generation: pollGeneration)]
         }
         // 14. Nothing left to do but let the payer choose.
-        availableInstruments = AvailableInstruments.from(o)
+        availableInstrumentsText = JSONValue.array(latestInstruments).bytes
+        latestInstruments = []
         if !fetchedReported {
             fetchedReported = true
             phase = .awaitingInstrument
