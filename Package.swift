@@ -48,6 +48,9 @@ let package = Package(
             "KassaCore", "KassaEdge", "KassaUpstream",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
+        // libFuzzer targets for every parser (bench/fuzz.sh builds them with -sanitize=fuzzer).
+        .executableTarget(name: "KassaFuzz", dependencies: ["KassaCore", "KassaEdge", "KassaLoad"],
+                          swiftSettings: [.enableExperimentalFeature("Extern")]),
         .executableTarget(name: "kassa", dependencies: [
             "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream", "KassaSimulator", "KassaLoad",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -21,6 +21,8 @@ public enum Redaction {
 
     /// Keeps the last four characters of a personal value so support can still search for it.
     public static func suffix(_ value: String, keep: Int = 4) -> String {
+        // Already cut (a second pass over redacted text changes nothing).
+        if value == placeholder || value.hasPrefix("…") { return value }
         guard value.count > keep else { return placeholder }
         return "…" + value.suffix(keep)
     }

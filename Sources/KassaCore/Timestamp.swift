@@ -46,10 +46,11 @@ public enum Timestamp {
         var ms: Int64 = 0
         if b.count > 20 {
             guard b[19] == 46, b.count > 21 else { return nil }
+            // Milliseconds from the first three digits; further digits must be digits, and are dropped.
             let fraction = 20..<(b.count - 1)
-            guard let f = number(fraction) else { return nil }
-            let width = fraction.count
-            ms = width >= 3 ? f / pow10(width - 3) : f * pow10(3 - width)
+            let kept = 20..<min(23, b.count - 1)
+            guard fraction.count <= 9, number(fraction) != nil, let f = number(kept) else { return nil }
+            ms = f * pow10(3 - kept.count)
         } else if b[19] != 90 {
             return nil
         }

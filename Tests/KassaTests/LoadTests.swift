@@ -107,6 +107,9 @@ struct LoadTests {
         }
         #expect(Timestamp.parseISO8601("2026-11-23T00:36:01Z") == 1_795_394_161_000)
         #expect(Timestamp.parseISO8601("2026-11-23T00:36:01.5Z") == 1_795_394_161_500)
+        // Found by the fuzzer: a long fraction overflowed; now only ms are read and at most 9 digits accepted.
+        #expect(Timestamp.parseISO8601("2026-11-23T00:36:01.123456789Z") == 1_795_394_161_123)
+        #expect(Timestamp.parseISO8601("2026-11-23T00:36:01.99999999999999999999999Z") == nil)
         for bad in ["", "2026-11-23", "2026-13-01T00:00:00Z", "2026-11-23T00:36:01+01:00", "2026-11-23T00:36:01.Z", "2026-11-23T0a:36:01Z"] {
             #expect(Timestamp.parseISO8601(bad) == nil, "\(bad)")
         }

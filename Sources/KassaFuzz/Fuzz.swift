@@ -1,0 +1,98 @@
+import Glibc
+import KassaCore
+import KassaEdge
+import KassaLoad
+
+/// libFuzzer targets, one per parser that reads untrusted input. Built and run by
+/// bench/fuzz.sh (`-sanitize=fuzzer`, KASSA_FUZZ defined); KASSA_FUZZ_TARGET picks the
+/// target. Each checks a property, so a wrong answer fails like a crash does.
+enum FuzzTarget: String, CaseIterable {
+    case json, jsoninput, timestamp, redaction, sessiontoken, paymentoutput, instrument, path, scenario
+
+    static let selected: FuzzTarget = {
+        let name = getenv("KASSA_FUZZ_TARGET").map { String(cString: $0) } ?? ""
+        guard let target = FuzzTarget(rawValue: name) else {
+            fatalError("set KASSA_FUZZ_TARGET to one of \(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return target
+    }()
+
+    static let streamPattern = PathPattern("/v1/sessions/{id}/stream")
+
+    func run(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        switch self {
+        case .json:
+            // Whatever parses writes back to text that parses to the same value.
+            if let value = try? JSONValue.parse(bytes) {
+                guard (try? JSONValue.parse(value.bytes)) == value else { fatalError("JSON round trip differs: \(value.text)") }
+            }
+        case .jsoninput:
+            _ = JSONInput.parse(bytes)
+        case .timestamp:
+            if let ms = Timestamp.parseISO8601(text), (0...253_402_300_799_999).contains(ms) {
+                guard Timestamp.parseISO8601(Timestamp.iso8601(ms: ms)) == ms else { fatalError("timestamp round trip differs for \(text)") }
+            }
+        case .redaction:
+            let tokens = Redaction.redactTokens(text)
+            var run = 0
+            for c in tokens.utf8 {
+                let hex = (0x30...0x39).contains(c) || (0x41...0x46).contains(c) || (0x61...0x66).contains(c)
+                run = hex ? run + 1 : 0
+                if run >= 40 { fatalError("a token survived redaction: \(tokens)") }
+            }
+            let query = Redaction.redactURLQuery(text)
+            guard Redaction.redactURLQuery(query) == query else { fatalError("query redaction is not stable: \(query)") }
+            _ = Redaction.redact(.string(text))
+        case .sessiontoken:
+            // Nothing made up verifies under a secret the input cannot know.
+            if SessionToken.verify(text, secret: "fuzz-secret-never-in-any-input") != nil { fatalError("a forged token verified: \(text)") }
+        case .paymentoutput:
+            if let document = try? JSONValue.parse(bytes), let output = PaymentOutput.parse(document) {
+                _ = AvailableInstruments.from(output)
+                var machine = PaymentSessionMachine(sessionURL: "https://sim.example/psp/paymentsessions/x")
+                _ = machine.start()
+                _ = machine.received(output, for: SessionCall(rel: "view-paymentsession", method: "GET", href: "https://sim.example/psp/paymentsessions/x"))
+            }
+        case .instrument:
+            if let value = try? JSONValue.parse(bytes) { _ = Instrument.parse(value) }
+        case .path:
+            if let parameters = Self.streamPattern.match(text) {
+                guard let id = parameters["id"], !id.isEmpty, !id.contains("/") else { fatalError("bad match for \(text)") }
+            }
+        case .scenario:
+            if let scenario = try? Scenario(json: text) {
+                guard scenario.clients >= 1, scenario.clients <= Scenario.maxClients,
+                      scenario.durationSeconds != nil || scenario.iterations != nil else { fatalError("an unbounded scenario was accepted") }
+            }
+        }
+    }
+}
+
+#if KASSA_FUZZ
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    FuzzTarget.selected.run(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
+    return 0
+}
+
+/// libFuzzer's driver (its own `main` is not linked: SwiftPM points `main` at `KassaFuzz_main`).
+@_extern(c, "LLVMFuzzerRunDriver")
+func runFuzzerDriver(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
+
+/// The executable's entry point: hands over to libFuzzer.
+@_cdecl("KassaFuzz_main")
+public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
+    var count = argc
+    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
+    return runFuzzerDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
+}
+#else
+@main
+struct FuzzUsage {
+    static func main() {
+        print("Fuzz targets are built with -sanitize=fuzzer: run bench/fuzz.sh")
+    }
+}
+#endif
