@@ -49,6 +49,8 @@ extension EdgeServer {
         var draining = false
         var httpInFlight = 0
         var lastHeartbeatMs: Int64 = 0
+        /// Connections whose request head is not complete yet, and since when they wait for it.
+        var pendingHeads: [OpaquePointer: Int64] = [:]
     }
 }
 
@@ -70,6 +72,7 @@ extension EdgeServer {
             return 0
 
         case LWS_CALLBACK_HTTP:
+            confined.pendingHeads[wsi] = nil
             guard let user else { return -1 }
             let path = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "/"
             return httpRequestStarted(wsi: wsi, user: user, path: path)
@@ -100,15 +103,29 @@ extension EdgeServer {
             conn.body = []
             if response.abortConnection { return -1 }
             if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
-            return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+            if lws_http_transaction_completed(wsi) != 0 { return -1 }
+            // Kept alive: the next request's head has the same deadline.
+            confined.pendingHeads[wsi] = Self.monotonicMs()
+            return 0
 
         case LWS_CALLBACK_CLOSED_HTTP:
             if let user { forget(user) }
             return 0
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            confined.pendingHeads[wsi] = nil
             guard let user else { return 1 }
             return webSocketFilter(wsi: wsi, user: user)
+
+        case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+            // The request head must be complete within the request timeout however slowly it
+            // trickles in (libwebsockets re-arms its own timeout as bytes arrive: slowloris).
+            confined.pendingHeads[wsi] = Self.monotonicMs()
+            return 0
+
+        case LWS_CALLBACK_WSI_DESTROY:
+            confined.pendingHeads[wsi] = nil
+            return 0
 
         case LWS_CALLBACK_ESTABLISHED:
             guard let conn = connection(user), let upgrade = conn.upgrade else { return -1 }
@@ -400,6 +417,11 @@ extension EdgeServer {
         let now = Self.monotonicMs()
         guard now - confined.lastHeartbeatMs >= 1_000 else { return }
         confined.lastHeartbeatMs = now
+        let headDeadline = Int64(configuration.requestTimeoutSeconds) * 1000
+        for (wsi, since) in confined.pendingHeads where now - since >= headDeadline {
+            confined.pendingHeads[wsi] = nil
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        }
         let pingAfter = Int64(configuration.pingIntervalSeconds) * 1000
         let hangUpAfter = Int64(configuration.idleTimeoutSeconds) * 1000
         for conn in confined.connections.values where conn.kind == .webSocket && conn.lastHeardMs > 0 {

@@ -5,7 +5,7 @@ import KassaCore
 import KassaUpstream
 import Testing
 
-/// Faults of the machine itself and hostile clients: a full disk,
+/// Faults of the machine itself and hostile clients: a full disk, slow requests,
 /// tricks in path parameters, a stop while requests are in flight.
 @Suite("Reliability: disk, slow clients, path tricks, stopping")
 struct ReliabilityTests {
@@ -43,6 +43,30 @@ struct ReliabilityTests {
         await store.eventLog.flush()
         let markers = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events WHERE kind = 'test.marker'") }
         #expect(markers == 3_000, "every event queued while the disk was full is written once space is back")
+        await t.stop()
+    }
+
+    @Test("a slowloris client is cut off at the request timeout while others are served at once")
+    func slowloris() async throws {
+        let t = try TestNode(edge: { $0.requestTimeoutSeconds = 2 })
+        let slow = try RawSocket(port: t.node.port, timeoutSeconds: 8)
+        try slow.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        let started = ContinuousClock.now
+        let dripper = Task {
+            for _ in 0..<25 {
+                try? await Task.sleep(for: .milliseconds(250))
+                try? slow.send("X-Drip: 1\r\n")
+            }
+        }
+        let quick = try await client.send(UpstreamRequest(url: t.base + "/healthz"))
+        #expect(quick.status == 200)
+        let quickDone = started.duration(to: .now)
+        // The server closes the slow connection: reading ends well before the drip would (≈ 6 s).
+        _ = try await onThread { slow.readToEnd() }
+        let held = started.duration(to: .now)
+        dripper.cancel()
+        #expect(held >= .seconds(1.5) && held < .seconds(4.5), "closed after \(held)")
+        #expect(quickDone < held, "another client was answered while the slow one was still connected")
         await t.stop()
     }
 
