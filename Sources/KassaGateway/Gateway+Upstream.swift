@@ -32,7 +32,8 @@ extension Gateway {
         return allowed.contains(host)
     }
 
-    func callUpstream(_ call: UpstreamCall) async -> Result<UpstreamResponse, UpstreamError> {
+    /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON).
+    func callUpstream(_ call: UpstreamCall) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) {
         let path = Redaction.redactTokens(URLComponents(string: call.url)?.path ?? call.url)
         var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
         if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
@@ -41,11 +42,12 @@ extension Gateway {
             headers.append(("Content-Type", "application/json"))
             bodyBytes = body.bytes
         }
+        var document: JSONValue?
         store.eventLog.append(LogEvent(
             atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
             summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
             data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
-                   "body": call.body.map(Self.loggable) ?? .null]))
+                   "body": call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null]))
         let started = ContinuousClock.now
         let host = URLComponents(string: call.url)?.host ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
@@ -73,14 +75,14 @@ extension Gateway {
         }
         switch result {
         case .success(let response):
-            let parsed = try? JSONValue.parse(response.body)
+            document = try? JSONValue.parse(response.body)
             store.eventLog.append(LogEvent(
                 atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
                 level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
                 summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "contentType": .string(response.header("content-type") ?? ""),
-                       "body": parsed.map(Self.loggable) ?? .string(Self.excerpt(response.body))]))
+                       "body": document.map { Self.loggable($0, size: response.body.count) } ?? .string(Self.excerpt(response.body))]))
         case .failure(let error):
             store.eventLog.append(LogEvent(
                 atMs: Self.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
@@ -88,7 +90,7 @@ extension Gateway {
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "error": .string(Redaction.redactTokens(error.description))]))
         }
-        return result
+        return (result, document)
     }
 
     // MARK: Circuit breaker
@@ -120,12 +122,11 @@ extension Gateway {
         }
     }
 
-    /// A redacted body, cut to a size the event log can hold.
-    static func loggable(_ value: JSONValue) -> JSONValue {
-        let redacted = Redaction.redact(value)
-        let bytes = redacted.bytes
-        guard bytes.count > loggedBodyLimit else { return redacted }
-        return ["truncated": true, "bytes": .number(Double(bytes.count)), "excerpt": .string(excerpt(bytes))]
+    /// A redacted body, cut to a size the event log can hold. `size` is the body's size
+    /// on the wire: a large body is never redacted whole just to be cut.
+    static func loggable(_ value: JSONValue, size: Int) -> JSONValue {
+        guard size > loggedBodyLimit else { return Redaction.redact(value) }
+        return ["truncated": true, "bytes": .number(Double(size)), "excerpt": .string(excerpt(Redaction.redact(value).bytes))]
     }
 
     /// Non-JSON bodies are kept only as a short, redacted excerpt.

@@ -27,6 +27,9 @@ public struct GatewayConfiguration: Sendable {
     public var sessionRetry: RetryPolicy
     /// Milliseconds between get-payment polls (the SDKs use 2 000).
     public var sessionPollIntervalMs: Int
+    /// Upstream connections kept open for reuse. Below the number of calls in flight at a busy
+    /// moment, every call beyond it pays a TCP (and TLS) handshake and leaves a closed socket behind.
+    public var upstreamKeptConnections = 512
     /// The breaker each upstream host starts with.
     public var circuitBreaker = CircuitBreaker()
     /// Requests per second allowed from one client address (0: no limit), and per API key.

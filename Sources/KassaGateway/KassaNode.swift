@@ -41,7 +41,7 @@ public final class KassaNode: Sendable {
         } else {
             simulator = nil
         }
-        upstream = UpstreamClient()
+        upstream = UpstreamClient(maxCachedConnections: gatewayConfiguration.upstreamKeptConnections)
         gateway = Gateway(configuration: gatewayConfiguration, store: store, upstream: upstream, logger: logger)
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
         self.logger = logger

@@ -69,10 +69,10 @@ extension Gateway {
         _ = input.strings("shippingAddressRestrictedToCountryCodes")
         if let first = input.problems.first { return MerchantProblem.badRequest(first.field, first.description) }
 
-        let result = await callUpstream(UpstreamCall(operation: "initiate-consumer-session", method: "POST",
+        let (result, parsed) = await callUpstream(UpstreamCall(operation: "initiate-consumer-session", method: "POST",
                                                      url: upstreamURL("/psp/consumers"), body: input.document,
                                                      traceID: context.traceID))
-        return forward(result) { document in
+        return forward(result, parsed) { document in
             Self.operation(document, rel: "view-consumer-identification") != nil
                 ? nil : "the Swedbank Pay answer holds no view-consumer-identification operation"
         }
@@ -129,11 +129,11 @@ extension Gateway {
         var body = input.document.objectValue ?? [:]
         body["paymentorder"] = .object(order)
 
-        let result = await callUpstream(UpstreamCall(operation: "create-paymentorder", method: "POST",
+        let (result, parsed) = await callUpstream(UpstreamCall(operation: "create-paymentorder", method: "POST",
                                                      url: upstreamURL("/psp/paymentorders"), body: .object(body), traceID: traceID,
                                                      sessionID: sessionID))
         var recorded: (id: String, setInstrument: String?, document: JSONValue)?
-        var response = forward(result) { document in
+        var response = forward(result, parsed) { document in
             guard Self.operation(document, rel: "view-paymentorder") != nil else {
                 return "the Swedbank Pay answer holds no view-paymentorder operation"
             }
@@ -188,9 +188,9 @@ extension Gateway {
         }
         guard isAllowedUpstream(href) else { return MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
 
-        let result = await callUpstream(UpstreamCall(operation: "update-paymentorder-setinstrument", method: "PATCH",
+        let (result, parsed) = await callUpstream(UpstreamCall(operation: "update-paymentorder-setinstrument", method: "PATCH",
                                                      url: href, body: input.document, traceID: context.traceID))
-        let response = forward(result) { _ in nil }
+        let response = forward(result, parsed) { _ in nil }
         guard (200..<300).contains(response.status) else { return response }
         return Self.addMobileSDK(response, payeeReference: reference)
     }
@@ -258,14 +258,13 @@ extension Gateway {
     /// Turns an upstream exchange into the answer for the app: success and
     /// RFC 7807 problems pass through with their status; timeouts are 504;
     /// anything unusable is 502. `check` may refuse a success body.
-    func forward(_ result: Result<UpstreamResponse, UpstreamError>, check: (JSONValue) -> String?) -> HTTPResponse {
+    func forward(_ result: Result<UpstreamResponse, UpstreamError>, _ document: JSONValue?, check: (JSONValue) -> String?) -> HTTPResponse {
         switch result {
         case .failure(.timeout):
             return MerchantProblem.gatewayTimeout()
         case .failure(let error):
             return MerchantProblem.badGateway("Swedbank Pay could not be reached: \(error)")
         case .success(let response):
-            let document = try? JSONValue.parse(response.body)
             if (200..<300).contains(response.status) {
                 guard let document, case .object = document else {
                     return MerchantProblem.badGateway("Swedbank Pay answered \(response.status) with a body that is not JSON")

@@ -15,13 +15,12 @@ extension Gateway {
         let started = clock.now
         var retry = 0
         while true {
-            let result = await callUpstream(UpstreamCall(operation: call.rel, method: call.method, url: call.href, body: call.body,
+            let (result, document) = await callUpstream(UpstreamCall(operation: call.rel, method: call.method, url: call.href, body: call.body,
                                                          traceID: traceID, sessionID: sessionID))
             let reason: String
             var neverSent = false
             switch result {
             case .success(let response):
-                let document = try? JSONValue.parse(response.body)
                 if (200..<300).contains(response.status) {
                     if let document, let output = PaymentOutput.parse(document) { return .output(output) }
                     reason = "Swedbank Pay answered \(call.rel) with a body that is not a payment session"
