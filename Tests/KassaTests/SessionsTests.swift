@@ -48,7 +48,9 @@ struct SessionsTests {
 
     @Test("Swish app launch failed: SessionProblemOccurred with …/clientapplaunchfailed (seed 002)")
     func clientAppLaunchFailed() async throws {
-        let t = try TestNode()
+        // A payer slow enough that the attempt cannot complete before the app's failure is reported.
+        let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 60_000))
+        let t = try TestNode(upstreamURL: simulator.baseURL) { $0.upstreamToken = Simulator.defaultToken }
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "a", "type": "attempt", "instrument": ["type": "Swish"]])
         _ = try await stream.event("LaunchClientApp")
@@ -56,6 +58,7 @@ struct SessionsTests {
         let problem = try await stream.event("SessionProblemOccurred")
         #expect(problem["data"]?["problem"]?["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/clientapplaunchfailed")
         await t.stop()
+        await simulator.stop()
     }
 
     @Test("Google Pay and Apple Pay attempts complete")
