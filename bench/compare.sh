@@ -17,21 +17,27 @@ out=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]} 2>/dev/null || true; nginx -c "$out/nginx.conf" -p "$out" -s stop 2>/dev/null || true; rm -rf "$out"' EXIT
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system, in clock ticks
 wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
 
 # A load run against one server: its report, and the server's RSS before and at the end.
 measure() {  # name pid url scenario [load options]
   local name=$1 pid=$2 url=$3 scenario=$4; shift 4
   local before; before=$(rss "$pid")
+  local ticks; ticks=$(cpu_ticks "$pid")
   $kassa load --url "$url" --api-key bench-key --scenario "$scenario" --json "$out/$name.json" "$@" 2>/dev/null >/dev/null || true
-  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" <<'PY'
+  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" "$(( $(cpu_ticks "$pid") - ticks ))" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 name, path, before, after = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+cpu_seconds = int(sys.argv[5]) / int(sys.argv[6])
 r = json.load(open(path))
+answers = r["framesReceived"] - r["pushesReceived"]
 ping = r["latencyMs"].get("ping→pong", {})
 print(json.dumps({"run": name, "completed": r["completed"], "failed": r["failedTotal"], "protocolErrors": r["protocolErrors"],
                   "answersPerSecond": round((r["framesReceived"] - r["pushesReceived"]) / r["durationSeconds"]),
                   "pingP50Ms": ping.get("p50"), "pingP99Ms": ping.get("p99"), "peakOpenStreams": r["peakOpenStreams"],
+                  "serverCpuSeconds": round(cpu_seconds, 2),
+                  "serverCpuUsPerAnswer": round(cpu_seconds * 1e6 / answers, 1) if answers > 1000 else None,
                   "rssBeforeKiB": before, "rssAfterKiB": after,
                   "perStreamKiB": round((after - before) / max(r["peakOpenStreams"], 1), 2)}))
 PY

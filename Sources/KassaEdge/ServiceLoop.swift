@@ -70,8 +70,9 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         return outbox.withLock { box -> Bool in
             guard box.alive, let context else { return false }
             box.commands.append(command)
-            // Under the lock, so the context cannot be destroyed meanwhile.
-            lws_cancel_service(context)
+            // One wake-up per batch: a non-empty outbox already has one pending (the service
+            // thread empties it in `take`). Under the lock, so the context cannot be destroyed meanwhile.
+            if box.commands.count == 1 { lws_cancel_service(context) }
             return true
         }
     }
