@@ -36,7 +36,9 @@ public final class Store: Sendable {
             // default 2 MiB, appends to a multi-GiB log spend their time re-reading pages.
             // The writer's cache holds the indexes' hot pages (the append rate depends on it);
             // readers serve point lookups and need far less. Both are ceilings the cache grows to.
-            try db.execute(sql: db.configuration.readonly ? "PRAGMA cache_size = -8192" : "PRAGMA cache_size = -65536")
+            // KASSA_SQLITE_CACHE_MIB sets the writer's (default 64 MiB).
+            let writerKiB = 1024 * (ProcessInfo.processInfo.environment["KASSA_SQLITE_CACHE_MIB"].flatMap { Int($0) }.map { max($0, 1) } ?? 64)
+            try db.execute(sql: "PRAGMA cache_size = -\(db.configuration.readonly ? 8192 : writerKiB)")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             // Checkpoint every ~16 MiB of WAL rather than every 4 MiB: fewer copies under a steady append load.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
