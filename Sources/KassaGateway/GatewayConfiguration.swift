@@ -40,6 +40,10 @@ public struct GatewayConfiguration: Sendable {
     /// Seconds an ended session stays in memory once no stream follows it; after that it is
     /// read back from the store if asked for (memory stays flat however many sessions end).
     public var endedSessionMemorySeconds: Double = 30
+    /// Seconds a session waiting for the payer's choice, with nothing in flight and no stream
+    /// following it, stays in memory; after that a command or a subscription reads it back
+    /// from the store and upstream (an abandoned checkout does not hold memory for ever).
+    public var waitingSessionMemorySeconds: Double = 120
     /// Signs client tokens. Nodes that share it can pick up each other's sessions; by default
     /// each process makes its own, and its tokens work only on it.
     public var clusterSecret = Secrets.randomHex(bytes: 32)

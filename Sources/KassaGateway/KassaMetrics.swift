@@ -89,10 +89,11 @@ public final class KassaMetrics: Sendable {
         if code == 4008 { Counter(label: "kassa_slow_consumer_closes_total", factory: factory).increment() }
     }
 
-    func sessionState(from: String?, to: String) {
+    /// `to` nil: the session left this node's memory.
+    func sessionState(from: String?, to: String?) {
         let counts = sessionStates.withLock { states -> [String: Int] in
             if let from { states[from, default: 0] -= 1 }
-            states[to, default: 0] += 1
+            if let to { states[to, default: 0] += 1 }
             return states
         }
         for state in [from, to].compactMap({ $0 }) {

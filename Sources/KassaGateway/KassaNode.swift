@@ -58,9 +58,12 @@ public final class KassaNode: Sendable {
         }
         let gateway = self.gateway
         evictionTask = Task {
+            var sweeps = 0
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
-                gateway.sessions.evictEnded(nowMs: Gateway.nowMs())
+                sweeps += 1
+                // Ended sessions every half second; the walk over all sessions for waiting ones every five.
+                await gateway.evictSessions(nowMs: Gateway.nowMs(), waiting: sweeps % 10 == 0)
             }
         }
         do {

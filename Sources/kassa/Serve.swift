@@ -67,6 +67,8 @@ struct Serve: AsyncParsableCommand {
     var maxSessions: Int?
     @Option(name: .customLong("ended-session-seconds"), help: "Seconds an ended session stays in memory after its last stream closes; later it is read from the database. (KASSA_ENDED_SESSION_SECONDS, default 30)")
     var endedSessionSeconds: Int?
+    @Option(name: .customLong("waiting-session-seconds"), help: "Seconds a session waiting for the payer's choice, followed by no stream, stays in memory; later it is read from the database and upstream. (KASSA_WAITING_SESSION_SECONDS, default 120)")
+    var waitingSessionSeconds: Int?
     @Option(name: .customLong("cluster-secret"), help: "Signs client tokens; nodes sharing it can pick up each other's sessions. (KASSA_CLUSTER_SECRET, default: one per process)")
     var clusterSecret: String?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
@@ -132,6 +134,7 @@ struct Serve: AsyncParsableCommand {
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
         gateway.endedSessionMemorySeconds = Double(try setting(endedSessionSeconds, "KASSA_ENDED_SESSION_SECONDS", default: 30))
+        gateway.waitingSessionMemorySeconds = Double(try setting(waitingSessionSeconds, "KASSA_WAITING_SESSION_SECONDS", default: 120))
 
         // Signals are taken before the port opens, so an early SIGTERM still stops cleanly.
         let stopSignal = StopSignal()

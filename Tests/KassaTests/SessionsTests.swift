@@ -115,6 +115,54 @@ struct SessionsTests {
         await t.stop()
     }
 
+    @Test("a session the payer left waiting leaves memory once no stream follows it; a subscription or command reads it back and it completes")
+    func waitingSessionsLeaveMemory() async throws {
+        let t = try TestNode(configure: { $0.waitingSessionMemorySeconds = 0.2 })
+        let gateway = t.node.gateway
+        func sweep() async { await gateway.evictSessions(nowMs: Gateway.nowMs(), waiting: true) }
+        func held(_ id: String) -> Bool { gateway.sessions.session(id) != nil }
+        let (first, stream) = try await t.sessions.fetched()
+        let (second, other) = try await t.sessions.fetched()
+        try await Task.sleep(for: .milliseconds(400))
+        await sweep()
+        #expect(held(first.id) && held(second.id), "followed sessions stay")
+        let stale = try #require(gateway.sessions.session(second.id))
+        stream.connection.close()
+        other.connection.close()
+        var gone = false
+        for _ in 0..<40 where !gone {
+            try await Task.sleep(for: .milliseconds(100))
+            await sweep()
+            gone = !held(first.id) && !held(second.id)
+        }
+        #expect(gone, "dropped once unfollowed and quiet for longer than the setting")
+        let metrics = try await t.sessions.client.send(UpstreamRequest(url: t.base + "/metrics")).text
+        #expect(metrics.contains("kassa_sessions{state=\"awaitingInstrument\"} 0"), "the gauge counts sessions held")
+
+        // A subscription reads the first back; it continues after the Fetched the client saw, without repeating it.
+        let again = try await t.sessions.stream(first, since: 1)
+        try await again.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        #expect(try await again.ack("1")["ok"] == true)
+        _ = try await again.event("PaymentSessionComplete")
+        #expect(again.types == ["PaymentSessionComplete"])
+        #expect(again.seqs == [2])
+        await t.node.store.eventLog.flush()
+        let kinds = try t.node.store.eventLog.events(sessionID: first.id).map(\.kind)
+        #expect(kinds.filter { $0 == "session.restored" }.count == 1, "the timeline says the session was read back")
+
+        // A command that reaches the dropped actor is handed to the session read back from the store.
+        let refused = await stale.command(.abort, source: "test")
+        #expect(refused == nil, "\(String(describing: refused))")
+        #expect(!(await stale.phase.isTerminal), "the dropped actor did nothing")
+        var state: String?
+        for _ in 0..<40 where state != "canceled" {
+            state = try JSONValue.parse(try await t.sessions.snapshot(second).body)["state"]?.stringValue
+            if state != "canceled" { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(state == "canceled")
+        await t.stop()
+    }
+
     @Test("card with 3-D Secure: Show3DSecure, the client's cRes, Dismiss3DSecure, Complete")
     func card3DSecure() async throws {
         let t = try TestNode()

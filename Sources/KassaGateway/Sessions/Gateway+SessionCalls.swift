@@ -64,6 +64,14 @@ extension Gateway {
         if phase.isTerminal { sessions.ended(id, dueMs: now + Int64(configuration.endedSessionMemorySeconds * 1000)) }
     }
 
+    /// Drops ended sessions that are due and, with `waiting`, sessions the payer has left
+    /// waiting too long (see `GatewayConfiguration`); their rows and events stay in the store.
+    func evictSessions(nowMs: Int64, waiting: Bool) async {
+        var gone = sessions.evictEnded(nowMs: nowMs)
+        if waiting { gone += sessions.evictQuiet(quietBeforeMs: nowMs - Int64(configuration.waitingSessionMemorySeconds * 1000)) }
+        for actor in gone { metrics.sessionState(from: await actor.phase.rawValue, to: nil) }
+    }
+
     static func iso8601(ms: Int64) -> String {
         Timestamp.iso8601(ms: ms)
     }

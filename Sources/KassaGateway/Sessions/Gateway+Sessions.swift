@@ -174,7 +174,14 @@ extension Gateway {
     func session(_ id: String) -> SessionActor? {
         if let actor = sessions.session(id) { return actor }
         guard PaymentURLHelper.isSafeID(id), let record = try? store.session(id: id) else { return nil }
-        return sessions.add(restore(record))
+        let restored = restore(record)
+        let actor = sessions.add(restored)
+        if actor === restored, !restored.initialPhaseIsTerminal {
+            store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "session.restored",
+                                           summary: "read back from the store in \(record.phase); re-read upstream when next used",
+                                           traceID: actor.traceID))
+        }
+        return actor
     }
 
     func restore(_ record: Store.SessionRecord) -> SessionActor {

@@ -25,9 +25,15 @@ extension Gateway {
     public func webSocketOpened(_ upgrade: WebSocketUpgrade) {
         metrics.webSocketOpened(open: edge?.openWebSockets ?? 0)
         if upgrade.path == Self.adminStreamPath { return adminStreamOpened(upgrade) }
-        guard let id = Self.streamPattern.match(upgrade.path)?["id"], let actor = sessions.session(id) else { return }
-        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
+        guard let id = Self.streamPattern.match(upgrade.path)?["id"] else { return }
+        // Follow first, then look up: a followed session is never dropped from memory, and one
+        // dropped just before is read back here.
         sessions.follow(connection: upgrade.connectionID, session: id)
+        guard let actor = session(id) else {
+            _ = sessions.unfollow(connection: upgrade.connectionID)
+            return
+        }
+        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
         store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
                                        traceID: actor.traceID,
                                        data: ["connection": .number(Double(upgrade.connectionID)), "since": .number(Double(since)),

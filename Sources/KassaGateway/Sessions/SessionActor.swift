@@ -1,6 +1,7 @@
 import Foundation
 import KassaCore
 import KassaStore
+import Synchronization
 
 /// One pushed event with its place in the session's stream, kept as the frame's
 /// JSON text: serialised once for every subscriber and replay, and a fraction of the
@@ -45,6 +46,11 @@ actor SessionActor {
     private var lastPhase: PaymentSessionMachine.Phase
     /// Restored sessions that had already ended are never started again.
     nonisolated let initialPhaseIsTerminal: Bool
+    /// Since when (ms) the session has waited for the payer's choice with nothing in flight;
+    /// 0 while it is busy or ended, `Self.leftMemory` once the registry has dropped it. Read
+    /// and claimed by the registry's sweep without entering the actor.
+    nonisolated let quietSinceMs = Atomic<Int64>(0)
+    static let leftMemory: Int64 = -1
 
     /// `seqBase`: for a session picked up from another node, the last seq its client saw.
     init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush],
@@ -75,6 +81,11 @@ actor SessionActor {
 
     /// A client command; the problem says why it was refused.
     func command(_ command: PaymentSessionMachine.Command, source: String) async -> Problem? {
+        guard wake() else {
+            // Dropped from memory after the caller found it: the session read back from the store takes the command.
+            guard let restored = gateway.session(id) else { return .notFound("no session \(id)") }
+            return await restored.command(command, source: source)
+        }
         await start()
         gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "client.command",
                                                summary: "\(source): \(Self.name(command))", traceID: traceID,
@@ -111,6 +122,10 @@ actor SessionActor {
     /// The missed frames are queued for the connection here, inside the actor,
     /// so no live push can overtake them.
     func subscribe(_ connection: UInt64, since: Int64) async {
+        guard wake() else {
+            await gateway.session(id)?.subscribe(connection, since: since)
+            return
+        }
         if !started, pushes.isEmpty, since > seq {
             // Created here but driven by another node until now (it failed): the client has
             // seen up to `since` there. Continue after it, as a node picking the session up does.
@@ -173,6 +188,30 @@ actor SessionActor {
         }
         await recordPhase()
         if fresh { await sendCommitted() }
+        noteQuiet()
+    }
+
+    // MARK: Leaving memory while the payer is away
+
+    /// Marks the session busy unless the registry has already dropped it (then false: the caller
+    /// must use the session read back from the store). The compare-and-exchange makes the sweep's
+    /// claim and this exclusive: a session is either dropped or woken, never both.
+    private func wake() -> Bool {
+        var seen = quietSinceMs.load(ordering: .acquiring)
+        while seen != Self.leftMemory {
+            let (done, now) = quietSinceMs.compareExchange(expected: seen, desired: 0, ordering: .acquiringAndReleasing)
+            if done { return true }
+            seen = now
+        }
+        return false
+    }
+
+    /// After each step: quiet from now if it waits for the payer with no call in flight, busy otherwise.
+    private func noteQuiet() {
+        let quiet = machine.callInFlight == nil && (machine.phase == .awaitingInstrument || machine.phase == .failed)
+        let seen = quietSinceMs.load(ordering: .acquiring)
+        guard seen != Self.leftMemory, quiet == (seen == 0) else { return }
+        _ = quietSinceMs.compareExchange(expected: seen, desired: quiet ? Gateway.nowMs() : 0, ordering: .acquiringAndReleasing)
     }
 
     private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall) async {

@@ -57,9 +57,9 @@ final class SessionRegistry: Sendable {
         endings.withLock { $0.queue.append((id, dueMs)) }
     }
 
-    /// Drops the ended sessions that are due and followed by no stream (those wait for the next sweep).
-    @discardableResult
-    func evictEnded(nowMs: Int64) -> Int {
+    /// Drops the ended sessions that are due and followed by no stream (those wait for the next
+    /// sweep); returns the sessions dropped.
+    func evictEnded(nowMs: Int64) -> [SessionActor] {
         let due = endings.withLock { e -> [String] in
             var ids: [String] = []
             while e.head < e.queue.count, e.queue[e.head].dueMs <= nowMs {
@@ -72,17 +72,42 @@ final class SessionRegistry: Sendable {
             }
             return ids
         }
-        guard !due.isEmpty else { return 0 }
-        let followed = streams.withLock { s in Set(due.filter { s.followers[$0] != nil }) }
-        var evicted = 0
-        sessions.withLock { all in
-            for id in due where !followed.contains(id) {
-                if all.removeValue(forKey: id) != nil { evicted += 1 }
+        guard !due.isEmpty else { return [] }
+        var evicted: [SessionActor] = []
+        var followed: [String] = []
+        // Streams, then sessions: a stream that follows after this cannot miss the session,
+        // because the edge follows first and looks the session up (or reads it back) after.
+        streams.withLock { s in
+            sessions.withLock { all in
+                for id in due {
+                    if s.followers[id] != nil { followed.append(id) } else if let actor = all.removeValue(forKey: id) { evicted.append(actor) }
+                }
             }
         }
         if !followed.isEmpty {
             let later = nowMs + 1_000
             endings.withLock { e in for id in followed { e.queue.append((id, later)) } }
+        }
+        return evicted
+    }
+
+    /// Drops the sessions that have waited for the payer's choice since `quietBeforeMs` or
+    /// earlier with no stream following them; returns them. A command or a subscription that
+    /// reaches a dropped one is handed to the session read back from the store, which re-reads
+    /// it upstream (the source of truth).
+    func evictQuiet(quietBeforeMs: Int64) -> [SessionActor] {
+        var evicted: [SessionActor] = []
+        streams.withLock { s in
+            sessions.withLock { all in
+                for (id, actor) in all where s.followers[id] == nil {
+                    let since = actor.quietSinceMs.load(ordering: .acquiring)
+                    guard since > 0, since <= quietBeforeMs,
+                          actor.quietSinceMs.compareExchange(expected: since, desired: SessionActor.leftMemory,
+                                                             ordering: .acquiringAndReleasing).exchanged else { continue }
+                    evicted.append(actor)
+                }
+                for actor in evicted { all.removeValue(forKey: actor.id) }
+            }
         }
         return evicted
     }
