@@ -112,6 +112,12 @@ extension EdgeServer {
             if let user { forget(user) }
             return 0
 
+        case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+            // lws frees and renews the per-connection data after each keep-alive transaction
+            // (without CLOSED_HTTP): the transaction's state goes with it.
+            if let conn = connection(user), conn.kind == .http { forget(user!) }
+            return 0
+
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             confined.pendingHeads[wsi] = nil
             guard let user else { return 1 }
@@ -125,6 +131,14 @@ extension EdgeServer {
 
         case LWS_CALLBACK_WSI_DESTROY:
             confined.pendingHeads[wsi] = nil
+            // The last word on a connection (its data is still there): nothing outlives it.
+            if let conn = connection(user) {
+                // An established WebSocket (its upgrade consumed) that lws never reported closed is closed here.
+                if conn.kind == .webSocket, conn.upgrade == nil {
+                    return handle(wsi: wsi, reason: LWS_CALLBACK_CLOSED, user: user, input: nil, len: 0)
+                }
+                forget(user!)
+            }
             return 0
 
         case LWS_CALLBACK_ESTABLISHED:
@@ -188,13 +202,14 @@ extension EdgeServer {
         user.storeBytes(of: id, as: UInt64.self)
         let conn = EdgeConnection(id: id, wsi: wsi, kind: kind)
         confined.connections[id] = conn
+        trackedConnectionCount.add(1, ordering: .relaxed)
         return conn
     }
 
     private func forget(_ user: UnsafeMutableRawPointer) {
         let id = user.load(as: UInt64.self)
         guard id != 0 else { return }
-        confined.connections[id] = nil
+        if confined.connections.removeValue(forKey: id) != nil { trackedConnectionCount.subtract(1, ordering: .relaxed) }
         user.storeBytes(of: UInt64(0), as: UInt64.self)
     }
 

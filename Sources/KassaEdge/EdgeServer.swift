@@ -34,6 +34,7 @@ public final class EdgeServer: @unchecked Sendable {
 
     let loop = ServiceLoop<Command>()
     let openWebSocketCount = Atomic<Int>(0)
+    let trackedConnectionCount = Atomic<Int>(0)
     private let stopped = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     /// lws-thread confined state.
@@ -64,6 +65,9 @@ public final class EdgeServer: @unchecked Sendable {
 
     /// Number of WebSockets currently open.
     public var openWebSockets: Int { openWebSocketCount.load(ordering: .relaxed) }
+
+    /// Connections (HTTP transactions and WebSockets) the edge keeps state for.
+    public var trackedConnections: Int { trackedConnectionCount.load(ordering: .relaxed) }
 
     /// Binds the port and starts the service thread.
     public func start() throws(EdgeStartError) {

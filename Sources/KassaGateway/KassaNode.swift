@@ -79,14 +79,28 @@ public final class KassaNode: Sendable {
     }
 
     /// Graceful stop: the edge drains (WebSockets closed with 1001, in-flight
-    /// requests answered), then the event log is flushed and closed.
-    public func stop() async {
+    /// requests answered), then the event log is flushed and closed. False when
+    /// the disk refused events to the end (they are then in the process log).
+    @discardableResult
+    public func stop() async -> Bool {
         retentionTask.cancel()
         evictionTask.cancel()
         await edge.stop()
         store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "node.stop", summary: "stopped"))
-        await store.close()
+        let unwritten = await store.close(grace: .milliseconds(Int64(max(edge.configuration.shutdownGraceSeconds, 1) * 1000)))
+        if !unwritten.isEmpty {
+            // The disk refused them until the end: they go to the process log, whole, rather than nowhere.
+            logger.error("event log unwritable at stop; its unwritten events follow",
+                         metadata: ["count": "\(unwritten.count)", "cause": "\(store.eventLog.lastWriteError ?? "unknown")"])
+            for event in unwritten {
+                logger.error("unwritten event", metadata: [
+                    "event_at": "\(Gateway.iso8601(ms: event.atMs))", "session_id": "\(event.sessionID ?? "")", "seq": "\(event.seq.map { "\($0)" } ?? "")",
+                    "kind": "\(event.kind)", "level_of_event": "\(event.level.rawValue)", "summary": "\(event.summary)",
+                    "trace_id": "\(event.traceID ?? "")", "data": "\(event.data?.text ?? "")"])
+            }
+        }
         upstream.shutdown()
         await simulator?.stop()
+        return unwritten.isEmpty
     }
 }

@@ -43,6 +43,8 @@ public final class EventLog: Sendable {
         var waiters: [(target: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
         var lastError: String?
         var batches: UInt64 = 0
+        /// Set when a close ran out of time: the writer stops at its next failure.
+        var givingUp = false
     }
 
     private let pool: DatabasePool
@@ -98,9 +100,25 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// Flushes, then stops the writer.
-    public func close() async {
-        await flush()
+    /// Flushes for at most `grace`, then stops the writer. Returns the events it could not
+    /// write in that time (the disk is full or read-only): the caller puts them in the process
+    /// log, so a stop never loses them silently and never waits for ever on a broken disk.
+    @discardableResult
+    public func close(grace: Duration = .seconds(5)) async -> [LogEvent] {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.flush(); return true }
+            group.addTask { try? await Task.sleep(for: grace); return false }
+            if await group.next() == false {
+                // Out of time: the flush waiting in the other task is released, and the writer stops at its next failure.
+                let waiting = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
+                    q.givingUp = true
+                    defer { q.waiters = [] }
+                    return q.waiters.map(\.continuation)
+                }
+                for c in waiting { c.resume() }
+            }
+            group.cancelAll()
+        }
         let wasRunning = queue.withLock { q -> Bool in
             defer { q.running = false }
             return q.running
@@ -108,6 +126,10 @@ public final class EventLog: Sendable {
         if wasRunning {
             wake.signal()
             stopped.wait()
+        }
+        return queue.withLock { q in
+            defer { q.events = [] }
+            return q.events.map(\.event)
         }
     }
 
@@ -172,10 +194,16 @@ public final class EventLog: Sendable {
                 } catch {
                     report(false)
                     // Keep what is not written: it goes first on the next try. The error shows in /readyz.
-                    queue.withLock { q in
+                    let givingUp = queue.withLock { q -> Bool in
                         q.events.insert(contentsOf: taken[start...], at: 0)
                         q.sessionUpdates.insert(contentsOf: pendingUpdates, at: 0)
                         q.lastError = Store.reason(error)
+                        return q.givingUp
+                    }
+                    if givingUp {
+                        // `close` takes what is left in the queue.
+                        stopped.signal()
+                        return
                     }
                     Thread.sleep(forTimeInterval: 0.1)
                     pendingUpdates = []

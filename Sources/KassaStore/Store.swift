@@ -73,8 +73,10 @@ public final class Store: Sendable {
     }
 
     /// Flushes the event log and stops its writer.
-    public func close() async {
-        await eventLog.close()
+    /// Stops the event log's writer after at most `grace` of flushing; returns the events it could not write.
+    @discardableResult
+    public func close(grace: Duration = .seconds(5)) async -> [LogEvent] {
+        await eventLog.close(grace: grace)
     }
 
     public static func reason(_ error: Error) -> String {

@@ -155,7 +155,10 @@ struct Serve: AsyncParsableCommand {
 
         let signalNumber = await stopSignal.wait()
         logger.info("stopping", metadata: ["signal": "\(signalNumber)"])
-        await node.stop()
+        guard await node.stop() else {
+            logger.error("stopped with events the database did not take (they are in this log)")
+            throw ExitCode(1)
+        }
         logger.info("stopped")
     }
 }

@@ -171,4 +171,31 @@ struct EdgeHTTPTests {
         }
         #expect(statuses == [200, 200, 200, 200])
     }
+
+    @Test("the edge keeps no state for a transaction once it is answered, kept alive or closed")
+    func noStateOutlivesATransaction() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        // Kept alive: 200 transactions on one connection, the connection still open.
+        let socket = try RawSocket(port: port)
+        try await onThread {
+            for _ in 0..<200 {
+                try socket.send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+                _ = socket.readHTTPResponse()
+            }
+        }
+        #expect(server.trackedConnections <= 1, "one open connection, \(server.trackedConnections) tracked")
+        // Closed: 50 connections of one request each (curl closes them with Connection: close).
+        for _ in 0..<50 {
+            _ = try await client.send(UpstreamRequest(url: url(server, "/fast"), headers: [("Connection", "close")]))
+        }
+        socket.hangUp()
+        var tracked = server.trackedConnections
+        for _ in 0..<50 where tracked > 0 {
+            try await Task.sleep(for: .milliseconds(20))
+            tracked = server.trackedConnections
+        }
+        #expect(tracked == 0)
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KassaCore
+import KassaStore
 @testable import KassaGateway
 import KassaUpstream
 import Testing
@@ -44,6 +45,71 @@ struct ReliabilityTests {
         let markers = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events WHERE kind = 'test.marker'") }
         #expect(markers == 3_000, "every event queued while the disk was full is written once space is back")
         await t.stop()
+    }
+
+    /// A read-only bind mount needs CAP_SYS_ADMIN (root, as here and in CI); without it the test cannot run.
+    static let canMountReadOnly: Bool = {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        guard mount(dir.path, dir.path, nil, UInt(MS_BIND), nil) == 0 else { return false }
+        umount2(dir.path, Int32(MNT_DETACH))
+        return true
+    }()
+
+    @Test("a read-only disk: /readyz fails naming it, creates get 503, and a stop is bounded and puts the unwritten events in the log",
+          .enabled(if: ReliabilityTests.canMountReadOnly, "a read-only bind mount needs root"))
+    func readOnlyDisk() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let data = dir.file("data")
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let db = data + "/kassa.sqlite"
+        await (try Store.open(path: db)).close()
+        // The directory as the gateway sees it: a read-only mount, as a disk with errors is remounted.
+        func mountReadOnly() {
+            #expect(mount(data, data, nil, UInt(MS_BIND), nil) == 0)
+            #expect(mount("none", data, nil, UInt(MS_REMOUNT | MS_BIND | MS_RDONLY), nil) == 0, "remount read-only: errno \(errno)")
+            #expect(!FileManager.default.createFile(atPath: data + "/probe", contents: Data()), "the directory is read-only")
+        }
+
+        // Read-only before the start: the gateway refuses to start, and says why.
+        mountReadOnly()
+        let refused = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", db, "--api-keys", "test-key", "--admin-token", "a"])
+        #expect(try await onThread { refused.waitForExit(seconds: 20) } == 1)
+        #expect(refused.stderr.contains(db), "\(refused.stderr)")
+        umount2(data, Int32(MNT_DETACH))
+
+        // Read-only while it runs: the database's WAL is open (held here, through the writable mount) when the mount turns read-only.
+        let holder = try Store.open(path: db)
+        mountReadOnly()
+        defer { umount2(data, Int32(MNT_DETACH)) }
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", db, "--api-keys", "test-key", "--admin-token", "a",
+                                  "--shutdown-grace", "1"])
+        let listening = try await onThread { p.waitForLog(message: "listening") }
+        let port = try #require(listening?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
+        let base = "http://127.0.0.1:\(port)"
+        var ready = try await client.send(UpstreamRequest(url: base + "/readyz"))
+        for _ in 0..<50 where (try? JSONValue.parse(ready.body))?["checks"]?["store"]?.stringValue == "ok" {
+            try await Task.sleep(for: .milliseconds(50))
+            ready = try await client.send(UpstreamRequest(url: base + "/readyz"))
+        }
+        #expect(ready.status == 503)
+        #expect(try JSONValue.parse(ready.body)["checks"]?["store"]?.stringValue?.contains("read-only") == true, "\(ready.text)")
+        let create = try await SessionClient(base: base, port: port).createResponse(["paymentOrder": SessionClient.order()])
+        #expect(create.status == 503)
+        #expect(create.header("content-type") == "application/problem+json")
+
+        let stopping = ContinuousClock.now
+        p.signal(SIGTERM)
+        let status = try await onThread { p.waitForExit(seconds: 20) }
+        #expect(status == 1, "a stop that could not write its events says so")
+        #expect(stopping.duration(to: .now) < .seconds(10), "the stop is bounded although the disk never takes the events")
+        let unwritten = p.stdout.split(separator: "\n").compactMap { try? JSONValue.parse(String($0)) }
+            .filter { $0["message"]?.stringValue == "unwritten event" }
+        let kinds = Set(unwritten.compactMap { $0["kind"]?.stringValue })
+        #expect(kinds.isSuperset(of: ["node.start", "http.request", "node.stop"]), "\(kinds)")
+        #expect(!p.stdout.contains("test-key"), "the API key is not in the log")
+        await holder.close()
     }
 
     @Test("a slowloris client is cut off at the request timeout while others are served at once")

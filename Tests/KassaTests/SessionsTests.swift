@@ -99,6 +99,7 @@ struct SessionsTests {
         _ = try await stream.event("PaymentSessionComplete")
         try await Task.sleep(for: .milliseconds(1_200))
         #expect(t.node.gateway.sessions.session(session.id) != nil, "a followed session stays")
+        let weakActor = WeakSession(actor: t.node.gateway.sessions.session(session.id))
         stream.connection.close()
         var gone = false
         for _ in 0..<40 where !gone {
@@ -106,6 +107,8 @@ struct SessionsTests {
             gone = t.node.gateway.sessions.session(session.id) == nil
         }
         #expect(gone, "evicted after its stream closed")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(weakActor.actor == nil, "the dropped session is freed")
         let snapshot = try JSONValue.parse(try await t.sessions.snapshot(session).body)
         #expect(snapshot["state"]?.stringValue == "completed")
         #expect(snapshot["seq"]?.intValue == 2)
@@ -455,4 +458,10 @@ extension JSONValue {
         o[key] = value
         return .object(o)
     }
+}
+
+/// Sees whether a session's actor is still alive without keeping it.
+final class WeakSession: @unchecked Sendable {
+    weak var actor: SessionActor?
+    init(actor: SessionActor?) { self.actor = actor }
 }

@@ -31,6 +31,9 @@ final class RawSocket: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// Ends the connection now; the descriptor itself is closed by deinit.
+    func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
+
     func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
