@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
 # The soak: bench/scenarios/soak.json (10 minutes of the mixed flows) through bench/load.sh,
-# then RSS, open files and flow p99 per minute from its samples, and the RSS trend
-# between the second and the last minute. Usage: bench/soak.sh [OUTDIR]
+# then per minute: the gateway's peak RSS and open files, flows/s, and the worst and median
+# of each second's push p99; then the RSS and descriptor trend from the end of minute 2
+# (sessions' memory windows filled, SQLite page cache grown) to the last full minute.
+# Usage: bench/soak.sh [OUTDIR] [extra kassa load options…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-$(mktemp -d)}"
-KASSA_BENCH_OUT="$out" bash bench/load.sh bench/scenarios/soak.json | tail -1
+shift || true
+KASSA_BENCH_OUT="$out" bash bench/load.sh bench/scenarios/soak.json "$@" | tail -1
 python3 - "$out" <<'PY'
-import csv, json, sys
+import csv, json, statistics, sys
 out = sys.argv[1]
 rows = [(int(r["t"]), int(r["rssKiB"]), int(r["fds"])) for r in csv.DictReader(open(out + "/samples.csv"))]
-timeline = json.load(open(out + "/report.json"))["timeline"]
-minutes = {}
+report = json.load(open(out + "/report.json"))
+minutes, seconds = {}, {}
 for t, rss, fds in rows:
     minutes.setdefault(t // 60, []).append((rss, fds))
-p99 = {}
-for line in timeline:
-    p99[int(line["t"]) // 60] = line.get("flowP99Ms")
-flows = {}
-for line in timeline:
-    flows.setdefault(int(line["t"]) // 60, []).append(line["flowsPerSecond"])
-table = [{"minute": m, "rssKiB": max(r for r, _ in v), "fds": max(f for _, f in v),
-          "flowsPerSecond": round(sum(flows.get(m, [0])) / max(len(flows.get(m, [1])), 1)), "flowP99MsCumulative": p99.get(m)}
-         for m, v in sorted(minutes.items())]
+for line in report["timeline"]:
+    seconds.setdefault((int(line["t"]) - 1) // 60, []).append(line)
+table = []
+for m in sorted(seconds):
+    lines = seconds[m]
+    samples = minutes.get(m, [(0, 0)])
+    p99s = [l["pushP99Ms"] for l in lines if l.get("pushP99Ms") is not None]
+    table.append({"minute": m + 1, "rssKiB": max(r for r, _ in samples), "fds": max(f for _, f in samples),
+                  "flowsPerSecond": round(sum(l["flowsPerSecond"] for l in lines) / len(lines)),
+                  "failed": lines[-1]["failed"],
+                  "pushP99MsMedianSecond": round(statistics.median(p99s), 2) if p99s else None,
+                  "pushP99MsWorstSecond": max(p99s) if p99s else None})
 for row in table: print(json.dumps(row))
-if len(table) > 3:
-    print(json.dumps({"rssGrowthKiBFromMinute1ToLast": table[-2]["rssKiB"] - table[1]["rssKiB"]}))
+full = [r for r in table if len(seconds[r["minute"] - 1]) >= 55]
+if len(full) > 3:
+    first, last = full[1], full[-1]
+    print(json.dumps({"rssGrowthKiB": last["rssKiB"] - first["rssKiB"], "fdsGrowth": last["fds"] - first["fds"],
+                      "fromMinute": first["minute"], "toMinute": last["minute"],
+                      "rssGrowthKiBPerMinute": round((last["rssKiB"] - first["rssKiB"]) / max(last["minute"] - first["minute"], 1)),
+                      "failedTotal": report["failedTotal"], "protocolErrors": report["protocolErrors"],
+                      "connectionErrors": report["connectionErrors"]}))
 PY

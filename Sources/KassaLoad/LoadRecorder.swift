@@ -17,6 +17,8 @@ final class LoadRecorder: Sendable {
         var openStreams = 0
         var peakOpenStreams = 0
         var activeFlows = 0
+        /// Push latencies since the last `progress()`: the timeline's latency over time.
+        var recentPushes = LoadRecorder.histogram()
     }
 
     let state = Mutex(State())
@@ -28,6 +30,7 @@ final class LoadRecorder: Sendable {
     func record(_ step: String, microseconds: UInt64) {
         state.withLock { s in
             _ = s.latencies[step, default: Self.histogram()].record(max(microseconds, 1))
+            if step == "push" { _ = s.recentPushes.record(max(microseconds, 1)) }
         }
     }
 
@@ -83,13 +86,18 @@ final class LoadRecorder: Sendable {
         var pushes: Int
         var connectionErrors: Int
         var flowP99Ms: Double?
+        /// p99 of the pushes received since the previous call (nil if none).
+        var recentPushP99Ms: Double?
     }
 
+    /// Counts so far; takes the push latencies recorded since the previous call.
     func progress() -> Progress {
         state.withLock { s in
-            Progress(completed: s.completed.values.reduce(0, +), failed: s.failed.values.reduce(0, +), openStreams: s.openStreams,
-                     activeFlows: s.activeFlows, pushes: s.pushesReceived, connectionErrors: s.connectionErrors,
-                     flowP99Ms: s.latencies["flow"].map { Double($0.valueAtPercentile(99)) / 1000 })
+            let recent = s.recentPushes.totalCount > 0 ? Double(s.recentPushes.valueAtPercentile(99)) / 1000 : nil
+            s.recentPushes = Self.histogram()
+            return Progress(completed: s.completed.values.reduce(0, +), failed: s.failed.values.reduce(0, +), openStreams: s.openStreams,
+                            activeFlows: s.activeFlows, pushes: s.pushesReceived, connectionErrors: s.connectionErrors,
+                            flowP99Ms: s.latencies["flow"].map { Double($0.valueAtPercentile(99)) / 1000 }, recentPushP99Ms: recent)
         }
     }
 

@@ -68,7 +68,8 @@ public final class LoadRunner: Sendable {
                 lastPushes = p.pushes
                 timeline.add(["t": .number(Double(second)), "completed": .number(Double(p.completed)), "failed": .number(Double(p.failed)),
                               "flowsPerSecond": .number(rate.rounded()), "pushesPerSecond": .number(pushRate.rounded()),
-                              "openStreams": .number(Double(p.openStreams)), "flowP99Ms": p.flowP99Ms.map { .number($0) } ?? .null])
+                              "openStreams": .number(Double(p.openStreams)), "flowP99Ms": p.flowP99Ms.map { .number($0) } ?? .null,
+                              "pushP99Ms": p.recentPushP99Ms.map { .number($0) } ?? .null])
                 progress("[\(second)s] flows \(p.completed) ok (\(Int(rate))/s), \(p.failed) failed | active \(p.activeFlows), streams \(p.openStreams) | pushes \(Int(pushRate))/s | conn errors \(p.connectionErrors)"
                          + (p.flowP99Ms.map { " | flow p99 \(LoadRecorder.format3($0)) ms" } ?? ""))
             }

@@ -136,6 +136,9 @@ public final class EventLog: Sendable {
     /// The last write failure, cleared by the next successful batch.
     public var lastWriteError: String? { queue.withLock { $0.lastError } }
 
+    /// Events committed since the log was opened.
+    public var writtenCount: UInt64 { queue.withLock { $0.written } }
+
     /// Events queued but not yet committed.
     public var pendingCount: Int { queue.withLock { $0.events.count } }
 

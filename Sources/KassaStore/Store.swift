@@ -18,11 +18,14 @@ public final class Store: Sendable {
     public let path: String
     public let pool: DatabasePool
     public let eventLog: EventLog
+    private let checkpointer: Checkpointer?
 
     private init(path: String, pool: DatabasePool) {
         self.path = path
         self.pool = pool
         self.eventLog = EventLog(pool: pool)
+        let eventLog = self.eventLog
+        self.checkpointer = Checkpointer(path: path, written: { eventLog.writtenCount })
     }
 
     /// Opens (creating if needed) and migrates the database, or fails with a
@@ -40,8 +43,9 @@ public final class Store: Sendable {
             let writerKiB = 1024 * (ProcessInfo.processInfo.environment["KASSA_SQLITE_CACHE_MIB"].flatMap { Int($0) }.map { max($0, 1) } ?? 64)
             try db.execute(sql: "PRAGMA cache_size = -\(db.configuration.readonly ? 8192 : writerKiB)")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
-            // Checkpoint every ~16 MiB of WAL rather than every 4 MiB: fewer copies under a steady append load.
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
+            // The checkpointer thread copies the WAL back (see Checkpointer); the writer does it
+            // itself only if the WAL passes ~256 MiB, a backstop should that thread fall behind.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 65536")
         }
         let pool: DatabasePool
         do {
@@ -72,11 +76,12 @@ public final class Store: Sendable {
         return (try? pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
     }
 
-    /// Flushes the event log and stops its writer.
     /// Stops the event log's writer after at most `grace` of flushing; returns the events it could not write.
     @discardableResult
     public func close(grace: Duration = .seconds(5)) async -> [LogEvent] {
-        await eventLog.close(grace: grace)
+        let unwritten = await eventLog.close(grace: grace)
+        checkpointer?.stop()
+        return unwritten
     }
 
     public static func reason(_ error: Error) -> String {

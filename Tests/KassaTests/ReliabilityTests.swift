@@ -64,7 +64,6 @@ struct ReliabilityTests {
         let data = dir.file("data")
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let db = data + "/kassa.sqlite"
-        await (try Store.open(path: db)).close()
         // The directory as the gateway sees it: a read-only mount, as a disk with errors is remounted.
         func mountReadOnly() {
             #expect(mount(data, data, nil, UInt(MS_BIND), nil) == 0)
@@ -72,7 +71,7 @@ struct ReliabilityTests {
             #expect(!FileManager.default.createFile(atPath: data + "/probe", contents: Data()), "the directory is read-only")
         }
 
-        // Read-only before the start: the gateway refuses to start, and says why.
+        // Read-only before the start: the gateway cannot create its database, refuses to start, and says why.
         mountReadOnly()
         let refused = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", db, "--api-keys", "test-key", "--admin-token", "a"])
         #expect(try await onThread { refused.waitForExit(seconds: 20) } == 1)
