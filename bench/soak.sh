@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The soak: bench/scenarios/soak.json (10 minutes of the mixed flows) through bench/load.sh,
 # then per minute: the gateway's peak RSS and open files, flows/s, and the worst and median
-# of each second's push p99; then the RSS and descriptor trend from the end of minute 2
-# (sessions' memory windows filled, SQLite page cache grown) to the last full minute.
+# of each second's push p99; then the RSS and descriptor trend (least-squares slope and
+# first-to-last difference) over the minutes after a three-minute warm-up (the 120 s window
+# of waiting sessions filled, the SQLite page cache grown) to the last full minute.
 # Usage: bench/soak.sh [OUTDIR] [extra kassa load options…]
+#        bench/soak.sh --report OUTDIR   (the tables again, from a finished run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-$(mktemp -d)}"
-shift || true
-KASSA_BENCH_OUT="$out" bash bench/load.sh bench/scenarios/soak.json "$@" | tail -1
+if [ "${1:-}" = "--report" ]; then
+  out="$2"
+else
+  out="${1:-$(mktemp -d)}"
+  shift || true
+  KASSA_BENCH_OUT="$out" bash bench/load.sh bench/scenarios/soak.json "$@" | tail -1
+fi
 python3 - "$out" <<'PY'
 import csv, json, statistics, sys
 out = sys.argv[1]
@@ -30,12 +36,16 @@ for m in sorted(seconds):
                   "pushP99MsMedianSecond": round(statistics.median(p99s), 2) if p99s else None,
                   "pushP99MsWorstSecond": max(p99s) if p99s else None})
 for row in table: print(json.dumps(row))
-full = [r for r in table if len(seconds[r["minute"] - 1]) >= 55]
-if len(full) > 3:
-    first, last = full[1], full[-1]
-    print(json.dumps({"rssGrowthKiB": last["rssKiB"] - first["rssKiB"], "fdsGrowth": last["fds"] - first["fds"],
-                      "fromMinute": first["minute"], "toMinute": last["minute"],
-                      "rssGrowthKiBPerMinute": round((last["rssKiB"] - first["rssKiB"]) / max(last["minute"] - first["minute"], 1)),
+warm = [r for r in table if r["minute"] > 3 and len(seconds[r["minute"] - 1]) >= 55]
+def slope(key):
+    xs = [r["minute"] for r in warm]; ys = [r[key] for r in warm]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs), 1)
+if len(warm) >= 3:
+    first, last = warm[0], warm[-1]
+    print(json.dumps({"fromMinute": first["minute"], "toMinute": last["minute"],
+                      "rssKiBPerMinuteSlope": slope("rssKiB"), "rssChangeKiB": last["rssKiB"] - first["rssKiB"],
+                      "fdsPerMinuteSlope": slope("fds"), "fdsChange": last["fds"] - first["fds"],
                       "failedTotal": report["failedTotal"], "protocolErrors": report["protocolErrors"],
                       "connectionErrors": report["connectionErrors"]}))
 PY
