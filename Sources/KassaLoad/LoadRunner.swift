@@ -32,6 +32,8 @@ public final class LoadRunner: Sendable {
     let apiKey: String
     let scenario: Scenario
     let recorder = LoadRecorder()
+    /// Flows started so far: the next one's place in the weighted mix.
+    private let flowsPicked = Atomic<Int>(0)
     let deadlines = Deadlines()
     let webSockets: [WebSocketClient]
     let http: [UpstreamClient]
@@ -101,7 +103,7 @@ public final class LoadRunner: Sendable {
         while true {
             if let iterations = scenario.iterations, done >= iterations { break }
             if let end, ContinuousClock.now >= end { break }
-            let flow = scenario.flow(at: Double.random(in: 0..<1))
+            let flow = scenario.flow(at: nextFlowPosition())
             recorder.flowStarted()
             let flowStart = ContinuousClock.now
             do {
@@ -131,4 +133,14 @@ final class TimelineRecorder: Sendable {
 extension LoadRunner {
     /// The report as a human reads it.
     public static func text(_ report: JSONValue) -> String { LoadRecorder.text(report) }
+}
+
+extension LoadRunner {
+    /// Where the next flow falls in [0, 1): the golden-ratio sequence spreads successive
+    /// picks evenly, so even a short run has every weighted flow in about its share
+    /// (random draws leave a flow out of 18 picks one run in 16).
+    func nextFlowPosition() -> Double {
+        let n = flowsPicked.add(1, ordering: .relaxed).newValue
+        return (Double(n) * 0.618_033_988_749_894_9).truncatingRemainder(dividingBy: 1)
+    }
 }
