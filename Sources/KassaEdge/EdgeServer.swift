@@ -162,9 +162,7 @@ public final class EdgeServer: @unchecked Sendable {
 
     /// Queues one text message for a WebSocket. Safe from any thread.
     public func send(_ connectionID: UInt64, text: String) {
-        var frame = [UInt8](repeating: 0, count: kassa_lws_pre)
-        frame.append(contentsOf: text.utf8)
-        post(.send(connectionID, frame, nil))
+        send(connectionID, bytes: Array(text.utf8))
     }
 
     /// Queues a JSON message; with a `stamp`, the handler hears how long after it the frame was written.

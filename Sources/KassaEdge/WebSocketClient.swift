@@ -145,7 +145,6 @@ public final class WebSocketClient: @unchecked Sendable {
                 lws_callback_on_writable(wsi)
             case .abandonIfNotOpen(let id):
                 guard let connection = connections[id], connection.opened != nil else { continue }
-                connection.abandoned = true
                 connections[id] = nil
                 connection.failOpen("no handshake within the connect timeout")
                 connection.finish(code: nil)
@@ -254,7 +253,6 @@ public final class WebSocketClientConnection: @unchecked Sendable {
     var wsi: OpaquePointer?
     /// The connection's wsi while it is being opened (for the connect timeout).
     var pendingWsi: OpaquePointer?
-    var abandoned = false
     var opened: CheckedContinuation<Bool, Never>?
     var failure: String?
     var handshakeHeaders: [(String, String)] = []
