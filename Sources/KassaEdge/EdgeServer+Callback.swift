@@ -389,6 +389,13 @@ extension EdgeServer {
             if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
             return 0
         }
+        if conn.outbound.count - conn.outboundHead > 1 {
+            if writeCoalesced(conn) < 0 { return -1 }
+            if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
+                lws_callback_on_writable(conn.wsi)
+            }
+            return 0
+        }
         if conn.outboundHead < conn.outbound.count {
             var (frame, stamp) = conn.outbound[conn.outboundHead]
             conn.outbound[conn.outboundHead] = ([], nil)
@@ -413,6 +420,33 @@ extension EdgeServer {
             closeNow(conn, code: close.code, reason: close.reason)
             return -1
         }
+        return 0
+    }
+
+    /// Several queued messages leave in one write (see `WebSocketFraming`).
+    private func writeCoalesced(_ conn: EdgeConnection) -> Int32 {
+        let pre = kassa_lws_pre
+        var batch = [UInt8](repeating: 0, count: pre)
+        batch.reserveCapacity(pre + min(conn.outboundBytes + 10 * (conn.outbound.count - conn.outboundHead), WebSocketFraming.batchLimit))
+        var stamps: [ContinuousClock.Instant] = []
+        while conn.outboundHead < conn.outbound.count, batch.count - pre < WebSocketFraming.batchLimit {
+            let (frame, stamp) = conn.outbound[conn.outboundHead]
+            conn.outbound[conn.outboundHead] = ([], nil)
+            conn.outboundHead += 1
+            conn.outboundBytes -= frame.count
+            WebSocketFraming.appendText(frame[pre...], to: &batch)
+            if let stamp { stamps.append(stamp) }
+        }
+        if conn.outboundHead == conn.outbound.count {
+            conn.outbound.removeAll(keepingCapacity: true)
+            conn.outboundHead = 0
+        }
+        let n = batch.withUnsafeMutableBufferPointer { buf in
+            lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_HTTP)  // LWS_WRITE_RAW: sent as is
+        }
+        if n < 0 { return -1 }
+        let now = ContinuousClock.now
+        for stamp in stamps { handler.frameWritten(after: stamp.duration(to: now)) }
         return 0
     }
 

@@ -205,9 +205,24 @@ public final class WebSocketClient: @unchecked Sendable {
             return 0
         case LWS_CALLBACK_CLIENT_WRITEABLE:
             if !connection.outbound.isEmpty {
-                var frame = connection.outbound.removeFirst()
                 let pre = kassa_lws_pre
-                let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, LWS_WRITE_TEXT) }
+                var frame: [UInt8]
+                var protocolKind = LWS_WRITE_TEXT
+                if connection.outbound.count == 1 {
+                    frame = connection.outbound.removeFirst()
+                } else {
+                    // Several messages in one write (see `WebSocketFraming`), each masked with its own key.
+                    frame = [UInt8](repeating: 0, count: pre)
+                    var taken = 0
+                    var random = SystemRandomNumberGenerator()
+                    for message in connection.outbound where frame.count - pre < WebSocketFraming.batchLimit {
+                        WebSocketFraming.appendText(message[pre...], to: &frame, mask: random.next())
+                        taken += 1
+                    }
+                    connection.outbound.removeFirst(taken)
+                    protocolKind = LWS_WRITE_HTTP  // LWS_WRITE_RAW: sent as is
+                }
+                let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, protocolKind) }
                 if n < 0 { return -1 }
                 if !connection.outbound.isEmpty || connection.closing { lws_callback_on_writable(wsi) }
                 return 0

@@ -98,6 +98,31 @@ struct EdgeWebSocketTests {
         #expect(fragmented == "echo:" + text)
     }
 
+    @Test("messages queued together leave several to a write, both ways, and arrive whole and in order")
+    func coalescedWrites() async throws {
+        let (server, _) = try startTestEdge { $0.maxOutboundBytes = 1024 * 1024 }
+        defer { Task { await server.stop() } }
+        let connection = try await sharedWebSocketClient.connect(port: server.port, path: "/ws")
+        var events = connection.events.makeAsyncIterator()
+        func nextText() async -> String? {
+            if case .text(let text, _)? = await events.next() { return text }
+            return nil
+        }
+        #expect(await nextText()?.hasPrefix("hello ") == true)
+        // Sizes around each length encoding (7-bit, 16-bit) and the frame limit, all queued at once
+        // by the client (masked batches) and echoed at once by the server (unmasked batches).
+        let sizes = [0, 1, 118, 119, 120, 300, 1_000, 16_000]
+        let sent = (0..<400).map { i in "m\(i):" + String(repeating: "k", count: sizes[i % sizes.count]) }
+        for text in sent { connection.send(text) }
+        var echoed: [String] = []
+        for _ in sent { echoed.append(await nextText() ?? "closed") }
+        #expect(echoed == sent.map { "echo:" + $0 })
+        // Server-side batches with 64-bit lengths and past the batch limit.
+        connection.send("flood:5:70000")
+        for _ in 0..<5 { #expect(await nextText() == String(repeating: "x", count: 70_000)) }
+        connection.close()
+    }
+
     @Test("a message over the frame limit closes with 1009")
     func oversizedMessage() async throws {
         let (server, _) = try startTestEdge()
