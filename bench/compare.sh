@@ -25,12 +25,26 @@ measure() {  # name pid url scenario [load options]
   local name=$1 pid=$2 url=$3 scenario=$4; shift 4
   local before; before=$(rss "$pid")
   local ticks; ticks=$(cpu_ticks "$pid")
+  # (open descriptors, RSS) pairs twice a second: the slope of RSS over descriptors is the memory
+  # one more connection costs, apart from what the process holds whatever its load.
+  ( while kill -0 "$pid" 2>/dev/null; do echo "$(ls "/proc/$pid/fd" | wc -l) $(rss "$pid")"; sleep 0.5; done ) >"$out/$name.samples" &
+  local sampler=$!
   $kassa load --url "$url" --api-key bench-key --scenario "$scenario" --json "$out/$name.json" "$@" 2>/dev/null >/dev/null || true
-  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" "$(( $(cpu_ticks "$pid") - ticks ))" "$(getconf CLK_TCK)" <<'PY'
+  kill $sampler 2>/dev/null || true
+  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" "$(( $(cpu_ticks "$pid") - ticks ))" "$(getconf CLK_TCK)" "$out/$name.samples" <<'PY'
 import json, sys
 name, path, before, after = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 cpu_seconds = int(sys.argv[5]) / int(sys.argv[6])
+samples = [tuple(map(int, line.split())) for line in open(sys.argv[7]) if len(line.split()) == 2]
 r = json.load(open(path))
+# Least-squares slope of RSS (KiB) over open descriptors, from a quarter of the peak up to the peak.
+peak_fds = max((f for f, _ in samples), default=0)
+ramp = [(f, m) for f, m in samples if f >= peak_fds / 4]
+marginal = None
+if len(ramp) > 5 and peak_fds > 1000:
+    mf = sum(f for f, _ in ramp) / len(ramp); mm = sum(m for _, m in ramp) / len(ramp)
+    var = sum((f - mf) ** 2 for f, _ in ramp)
+    marginal = round(sum((f - mf) * (m - mm) for f, m in ramp) / var, 2) if var else None
 answers = r["framesReceived"] - r["pushesReceived"]
 ping = r["latencyMs"].get("ping→pong", {})
 print(json.dumps({"run": name, "completed": r["completed"], "failed": r["failedTotal"], "protocolErrors": r["protocolErrors"],
@@ -39,7 +53,8 @@ print(json.dumps({"run": name, "completed": r["completed"], "failed": r["failedT
                   "serverCpuSeconds": round(cpu_seconds, 2),
                   "serverCpuUsPerAnswer": round(cpu_seconds * 1e6 / answers, 1) if answers > 1000 else None,
                   "rssBeforeKiB": before, "rssAfterKiB": after,
-                  "perStreamKiB": round((after - before) / max(r["peakOpenStreams"], 1), 2)}))
+                  "perStreamKiB": round((after - before) / max(r["peakOpenStreams"], 1), 2),
+                  "marginalKiBPerStream": marginal}))
 PY
 }
 
