@@ -13,8 +13,11 @@ public struct EdgeConfiguration: Sendable {
     public var pingIntervalSeconds: Int
     /// Seconds without a valid pong or frame before a WebSocket is dropped.
     public var idleTimeoutSeconds: Int
-    /// Seconds an HTTP client may take to send its request.
+    /// Seconds an HTTP client may take to send its request (head and body).
     public var requestTimeoutSeconds: Int
+    /// Seconds a handler may take to answer before its connection is dropped: a backstop only,
+    /// the gateway's own upstream deadlines answer long before.
+    public var responseTimeoutSeconds = 120
     /// How long a graceful stop waits for in-flight work before it closes everything.
     public var shutdownGraceSeconds: Double
     /// Header names libwebsockets does not know, which handlers need to read.

@@ -49,8 +49,8 @@ extension EdgeServer {
         var draining = false
         var httpInFlight = 0
         var lastHeartbeatMs: Int64 = 0
-        /// Connections whose request head is not complete yet, and since when they wait for it.
-        var pendingHeads: [OpaquePointer: Int64] = [:]
+        /// Connections whose request (head and body) is not complete yet, and since when they wait for it.
+        var unfinishedRequests: [OpaquePointer: Int64] = [:]
     }
 }
 
@@ -72,7 +72,7 @@ extension EdgeServer {
             return 0
 
         case LWS_CALLBACK_HTTP:
-            confined.pendingHeads[wsi] = nil
+            // The request deadline runs on until the body is in too (dispatch, answerNow).
             guard let user else { return -1 }
             let path = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "/"
             return httpRequestStarted(wsi: wsi, user: user, path: path)
@@ -105,7 +105,7 @@ extension EdgeServer {
             if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
             if lws_http_transaction_completed(wsi) != 0 { return -1 }
             // Kept alive: the next request's head has the same deadline.
-            confined.pendingHeads[wsi] = Self.monotonicMs()
+            confined.unfinishedRequests[wsi] = Self.monotonicMs()
             return 0
 
         case LWS_CALLBACK_CLOSED_HTTP:
@@ -119,18 +119,18 @@ extension EdgeServer {
             return 0
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-            confined.pendingHeads[wsi] = nil
+            confined.unfinishedRequests[wsi] = nil
             guard let user else { return 1 }
             return webSocketFilter(wsi: wsi, user: user)
 
         case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
-            // The request head must be complete within the request timeout however slowly it
-            // trickles in (libwebsockets re-arms its own timeout as bytes arrive: slowloris).
-            confined.pendingHeads[wsi] = Self.monotonicMs()
+            // The request (head and body) must be complete within the request timeout however
+            // slowly it trickles in (libwebsockets re-arms its own timeout as bytes arrive: slowloris).
+            confined.unfinishedRequests[wsi] = Self.monotonicMs()
             return 0
 
         case LWS_CALLBACK_WSI_DESTROY:
-            confined.pendingHeads[wsi] = nil
+            confined.unfinishedRequests[wsi] = nil
             // The last word on a connection (its data is still there): nothing outlives it.
             if let conn = connection(user) {
                 // An established WebSocket (its upgrade consumed) that lws never reported closed is closed here.
@@ -263,6 +263,7 @@ extension EdgeServer {
     }
 
     private func dispatch(_ conn: EdgeConnection) {
+        confined.unfinishedRequests[conn.wsi] = nil
         let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
                                   headers: conn.headers, body: conn.body, remoteAddress: Self.peer(conn.wsi))
         conn.body = []
@@ -277,6 +278,7 @@ extension EdgeServer {
 
     /// Answers on the service thread without a handler (limits, draining).
     private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) {
+        confined.unfinishedRequests[conn.wsi] = nil
         conn.awaitingBody = false
         conn.pendingResponse = response
         lws_callback_on_writable(conn.wsi)
@@ -466,9 +468,9 @@ extension EdgeServer {
         let now = Self.monotonicMs()
         guard now - confined.lastHeartbeatMs >= 1_000 else { return }
         confined.lastHeartbeatMs = now
-        let headDeadline = Int64(configuration.requestTimeoutSeconds) * 1000
-        for (wsi, since) in confined.pendingHeads where now - since >= headDeadline {
-            confined.pendingHeads[wsi] = nil
+        let requestDeadline = Int64(configuration.requestTimeoutSeconds) * 1000
+        for (wsi, since) in confined.unfinishedRequests where now - since >= requestDeadline {
+            confined.unfinishedRequests[wsi] = nil
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
         let pingAfter = Int64(configuration.pingIntervalSeconds) * 1000

@@ -94,7 +94,10 @@ public final class EdgeServer: @unchecked Sendable {
         info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.retry_and_idle_policy = UnsafePointer(retry)
-        info.timeout_secs = UInt32(configuration.requestTimeoutSeconds)
+        // libwebsockets arms this after every request head and body piece, and keeps it while the
+        // handler works: a GET still unanswered after it lost its connection with no answer. The
+        // request deadline is the edge's own (heartbeat); this is only the handler's backstop.
+        info.timeout_secs = UInt32(max(configuration.responseTimeoutSeconds, configuration.requestTimeoutSeconds))
         info.keepalive_timeout = Int32(configuration.requestTimeoutSeconds)
         info.max_http_header_data = 8192
         info.count_threads = 1

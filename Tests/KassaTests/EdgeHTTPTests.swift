@@ -123,6 +123,39 @@ struct EdgeHTTPTests {
         #expect(after.status == 200)
     }
 
+    @Test("a handler slower than the request timeout is still answered: the timeout is the client's, not the handler's")
+    func slowHandlerOutlivesRequestTimeout() async throws {
+        let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
+        defer { Task { await server.stop() } }
+        let started = ContinuousClock.now
+        let slow = try await client.send(UpstreamRequest(url: url(server, "/slow"), totalTimeoutMs: 10_000))
+        #expect(slow.status == 200)
+        #expect(String(decoding: slow.body, as: UTF8.self) == "slow")
+        #expect(started.duration(to: .now) >= .seconds(2))
+    }
+
+    @Test("a body that trickles in is cut off at the request timeout")
+    func slowBodyCutOff() async throws {
+        let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let (held, answer) = try await onThread { () -> (Duration, [UInt8]) in
+            let socket = try RawSocket(port: port, timeoutSeconds: 10)
+            let started = ContinuousClock.now
+            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+            // One byte every 200 ms: the 100 bytes would take 20 s.
+            for _ in 0..<98 {
+                Thread.sleep(forTimeInterval: 0.2)
+                if (try? socket.send("c")) == nil { break }
+                if started.duration(to: .now) > .seconds(6) { break }
+            }
+            let answer = socket.readToEnd()
+            return (started.duration(to: .now), answer)
+        }
+        #expect(held < .seconds(4), "held for \(held)")
+        #expect(!String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+    }
+
     @Test("a client that disconnects mid-request does not disturb others")
     func disconnectMidRequest() async throws {
         let (server, handler) = try startTestEdge()
