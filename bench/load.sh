@@ -27,7 +27,7 @@ start_rss=$(rss)
 ( t=0; while kill -0 $gw 2>/dev/null; do echo "$t,$(rss),$(ls /proc/$gw/fd | wc -l)" >>"$out/samples.csv"; sleep 1; t=$((t + 1)); done ) &
 sampler=$!
 status=0
-$kassa load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
+${KASSA_BENCH_LOAD_PREFIX:-} $kassa load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
   2>"$out/progress.log" || status=$?
 kill $sampler 2>/dev/null || true
 end_rss=$(rss)

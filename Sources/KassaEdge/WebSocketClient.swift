@@ -159,6 +159,12 @@ public final class WebSocketClient: @unchecked Sendable {
         }
     }
 
+    static func wallClockNs() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
     func handle(wsi: OpaquePointer, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
                 input: UnsafeMutableRawPointer?, len: Int) -> Int32 {
         if reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED {
@@ -182,6 +188,7 @@ public final class WebSocketClient: @unchecked Sendable {
             }
             return 0
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            connection.markOpened(at: Self.wallClockNs())
             connection.wsi = wsi
             connection.pendingWsi = nil
             connection.resolveOpen(true)
@@ -198,8 +205,7 @@ public final class WebSocketClient: @unchecked Sendable {
             if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
                 var now = timespec()
                 clock_gettime(CLOCK_REALTIME, &now)
-                let at = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self), receivedAtNs: at))
+                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self), receivedAtNs: WebSocketClient.wallClockNs()))
                 connection.message = []
             }
             return 0
@@ -263,6 +269,9 @@ public final class WebSocketClientConnection: @unchecked Sendable {
     public let events: AsyncStream<WebSocketClientEvent>
     private let continuation: AsyncStream<WebSocketClientEvent>.Continuation
     private weak var client: WebSocketClient?
+    /// Wall-clock nanoseconds when the stream opened (set before `connect` returns): anything
+    /// made before it reached this connection as a replay, not live.
+    public private(set) var openedAtNs: UInt64 = 0
 
     // Service-thread confined.
     var wsi: OpaquePointer?
@@ -293,6 +302,8 @@ public final class WebSocketClientConnection: @unchecked Sendable {
 
     /// Closes with 1000 after what is queued.
     public func close() { client?.post(.close(id)) }
+
+    func markOpened(at ns: UInt64) { openedAtNs = ns }
 
     func resolveOpen(_ ok: Bool) {
         opened?.resume(returning: ok)

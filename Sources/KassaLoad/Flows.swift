@@ -116,7 +116,7 @@ struct VirtualClient {
         }
         recorder.streamOpened()
         if let first { recorder.record(first, since: started) }
-        return (StreamReader(connection: connection, session: session.id, since: since, replayUpTo: since,
+        return (StreamReader(connection: connection, session: session.id, since: since,
                              recorder: recorder, deadlines: runner.deadlines, stepTimeout: stepTimeout), started)
     }
 

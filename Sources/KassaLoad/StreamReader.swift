@@ -21,14 +21,12 @@ final class StreamReader: @unchecked Sendable {
     private let stepTimeout: Duration
     /// The seq of the last push read; the next must be one more.
     private(set) var lastSeq: Int64
-    /// Pushes with a seq at or below this are replays: their latency is not a push latency.
-    private let replayUpTo: Int64
     private var acks: [String: JSONValue] = [:]
     /// Pushes read while waiting for an answer, not yet asked for.
     private var early: [JSONValue] = []
     private(set) var closed = false
 
-    init(connection: WebSocketClientConnection, session: String, since: Int64, replayUpTo: Int64 = 0,
+    init(connection: WebSocketClientConnection, session: String, since: Int64,
          recorder: LoadRecorder, deadlines: Deadlines, stepTimeout: Duration) {
         self.connection = connection
         self.session = session
@@ -37,7 +35,6 @@ final class StreamReader: @unchecked Sendable {
         self.deadlines = deadlines
         self.stepTimeout = stepTimeout
         self.lastSeq = since
-        self.replayUpTo = replayUpTo
     }
 
     /// Reads until the push of type `type`, which it returns. Pushes of the types in
@@ -140,10 +137,14 @@ final class StreamReader: @unchecked Sendable {
             if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq") }
             if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq") }
             lastSeq = seq
-            if seq > replayUpTo, let at = frame["at"]?.stringValue.flatMap(Timestamp.parseISO8601) {
+            if let at = frame["at"]?.stringValue.flatMap(Timestamp.parseISO8601) {
                 // `at` has millisecond precision and is truncated: the figure errs high by < 1 ms.
                 let madeNs = UInt64(max(at, 0)) * 1_000_000
-                recorder.record("push", microseconds: receivedAtNs > madeNs ? (receivedAtNs - madeNs) / 1000 : 0)
+                // A push made before this stream opened is a replay (an observer that joined late
+                // reads the session's earlier pushes): the time since is not a push latency.
+                if madeNs >= connection.openedAtNs - connection.openedAtNs % 1_000_000 {
+                    recorder.record("push", microseconds: receivedAtNs > madeNs ? (receivedAtNs - madeNs) / 1000 : 0)
+                }
             }
             return frame
         }

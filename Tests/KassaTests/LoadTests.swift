@@ -49,6 +49,24 @@ struct LoadTests {
         await t.stop()
     }
 
+    @Test("push latency counts only pushes made after the subscriber's stream opened, not the replays late observers read")
+    func replaysAreNotPushLatencies() async throws {
+        let t = try TestNode()
+        // Card flows, three subscribers opened one after another: each reads PaymentSessionFetched
+        // and PaymentSessionComplete, but the later two read Fetched as a replay.
+        let (status, output, report) = try await runLoad(t, scenario: """
+            {"name": "observers", "clients": 2, "iterations": 3, "subscribersPerSession": 3, "flows": {"card": 1}}
+            """)
+        #expect(status == 0, "\(output)")
+        let sessions = report["completed"]?.intValue ?? 0
+        #expect(sessions == 6)
+        #expect(report["pushesReceived"]?.intValue == sessions * 3 * 2)
+        let timed = report["latencyMs"]?["push"]?["count"]?.intValue ?? 0
+        // Every Complete (made after all three opened), and at most the first subscriber's Fetched.
+        #expect(timed >= sessions * 3 && timed <= sessions * 4, "\(timed) push latencies for \(sessions) sessions")
+        await t.stop()
+    }
+
     @Test("a flow that does not reach its end is a failure with its reason, and the exit status says so")
     func failuresByReason() async throws {
         let t = try TestNode()
