@@ -273,15 +273,24 @@ private func curlWriteHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, 
     guard let user, let data else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
     let n = size * count
-    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
-        .trimmingCharacters(in: .whitespacesAndNewlines)
-    if line.hasPrefix("HTTP/") {
+    let line = UnsafeRawBufferPointer(start: data, count: n)
+    if line.starts(with: "HTTP/".utf8) {
         // A new status line (after 100 Continue or a redirect) starts a new header set.
         transfer.headers.removeAll()
-    } else if let colon = line.firstIndex(of: ":") {
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+        // Bytes, not Foundation's trimming: this runs for every header of every upstream answer.
+        let name = String(decoding: trimmed(line[..<colon]), as: UTF8.self).lowercased()
+        let value = String(decoding: trimmed(line[(colon + 1)...]), as: UTF8.self)
         transfer.headers.append((name, value))
     }
     return n
+}
+
+/// Without leading and trailing spaces, tabs, CR and LF.
+private func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
+    func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+    guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+        return bytes[bytes.startIndex..<bytes.startIndex]
+    }
+    return bytes[first...last]
 }
