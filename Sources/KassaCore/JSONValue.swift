@@ -311,7 +311,25 @@ struct JSONParser {
 
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1 // opening quote
-        var out: [UInt8] = []
+        // Most strings are short ASCII without escapes: made straight from the input bytes,
+        // with no copy and no UTF-8 validation to do.
+        let start = index
+        var ascii = true
+        while index < bytes.count {
+            let c = bytes[index]
+            if c == UInt8(ascii: "\"") {
+                let run = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                if ascii { return String(decoding: run, as: UTF8.self) }
+                guard let s = String(validating: run, as: UTF8.self) else { throw fail("invalid UTF-8 in string") }
+                return s
+            }
+            if c == UInt8(ascii: "\\") { break }
+            if c < 0x20 { throw fail("control character in string") }
+            if c >= 0x80 { ascii = false }
+            index += 1
+        }
+        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         var runStart = index
         while true {
             guard index < bytes.count else { throw fail("unterminated string") }
