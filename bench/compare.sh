@@ -24,6 +24,10 @@ wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sle
 measure() {  # name pid url scenario [load options]
   local name=$1 pid=$2 url=$3 scenario=$4; shift 4
   local before; before=$(rss "$pid")
+  # Kassa's SQLite page caches fill as its log grows (bounded, whatever the connections): read
+  # them from /metrics before and after, so the report can show memory per connection without them.
+  sqlite_kib() { curl -s "$url/metrics" | awk '/^kassa_sqlite_memory_bytes / {printf "%d", $2 / 1024; found=1} END {if (!found) print ""}'; }
+  local sqlite_before; sqlite_before=$(sqlite_kib)
   local ticks; ticks=$(cpu_ticks "$pid")
   # (open descriptors, RSS) pairs twice a second: the slope of RSS over descriptors is the memory
   # one more connection costs, apart from what the process holds whatever its load.
@@ -31,9 +35,11 @@ measure() {  # name pid url scenario [load options]
   local sampler=$!
   $kassa load --url "$url" --api-key bench-key --scenario "$scenario" --json "$out/$name.json" "$@" 2>/dev/null >/dev/null || true
   kill $sampler 2>/dev/null || true
-  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" "$(( $(cpu_ticks "$pid") - ticks ))" "$(getconf CLK_TCK)" "$out/$name.samples" <<'PY'
+  python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" "$(( $(cpu_ticks "$pid") - ticks ))" "$(getconf CLK_TCK)" "$out/$name.samples" \
+    "$sqlite_before" "$(sqlite_kib)" <<'PY'
 import json, sys
 name, path, before, after = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+sqlite_growth = int(sys.argv[9]) - int(sys.argv[8]) if sys.argv[8] and sys.argv[9] else None
 cpu_seconds = int(sys.argv[5]) / int(sys.argv[6])
 samples = [tuple(map(int, line.split())) for line in open(sys.argv[7]) if len(line.split()) == 2]
 r = json.load(open(path))
@@ -54,7 +60,10 @@ print(json.dumps({"run": name, "completed": r["completed"], "failed": r["failedT
                   "serverCpuUsPerAnswer": round(cpu_seconds * 1e6 / answers, 1) if answers > 1000 else None,
                   "rssBeforeKiB": before, "rssAfterKiB": after,
                   "perStreamKiB": round((after - before) / max(r["peakOpenStreams"], 1), 2),
-                  "marginalKiBPerStream": marginal}))
+                  "marginalKiBPerStream": marginal,
+                  "sqliteCacheGrowthKiB": sqlite_growth,
+                  "perStreamKiBWithoutSQLiteCache": round((after - before - sqlite_growth) / max(r["peakOpenStreams"], 1), 2)
+                      if sqlite_growth is not None else None}))
 PY
 }
 

@@ -225,7 +225,7 @@ public final class WebSocketClient: @unchecked Sendable {
                         WebSocketFraming.appendText(message[pre...], to: &frame, mask: random.next())
                         taken += 1
                     }
-                    connection.outbound.removeFirst(taken)
+                    connection.outbound.removeSubrange(0..<taken)
                     protocolKind = LWS_WRITE_HTTP  // LWS_WRITE_RAW: sent as is
                 }
                 let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, protocolKind) }

@@ -131,7 +131,7 @@ public final class Gateway: EdgeHandler {
 
     func metricsPage(_ context: RequestContext) async -> HTTPResponse {
         HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                     body: Array(metrics.scrape(eventLogQueue: store.eventLog.pendingCount).utf8))
+                     body: Array(metrics.scrape(eventLogQueue: store.eventLog.pendingCount, sqliteMemory: Store.sqliteMemoryBytes).utf8))
     }
 
     func healthz(_ context: RequestContext) async -> HTTPResponse {

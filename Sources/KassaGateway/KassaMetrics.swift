@@ -41,6 +41,7 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_problems_total", kind: .counter, help: "Problems answered or pushed, by type.", labels: ["type"]),
         Metric(name: "kassa_process_resident_memory_bytes", kind: .gauge, help: "Resident memory of the process.", labels: []),
         Metric(name: "kassa_process_open_fds", kind: .gauge, help: "Open file descriptors of the process.", labels: []),
+        Metric(name: "kassa_sqlite_memory_bytes", kind: .gauge, help: "Memory SQLite holds (its page caches, each bounded), part of the resident memory.", labels: []),
     ]
 
     public let registry = PrometheusCollectorRegistry()
@@ -153,8 +154,9 @@ public final class KassaMetrics: Sendable {
     // MARK: Scrape
 
     /// The Prometheus text exposition, with the process figures read now.
-    func scrape(eventLogQueue: Int) -> String {
+    func scrape(eventLogQueue: Int, sqliteMemory: Int64) -> String {
         Gauge(label: "kassa_eventlog_queue_depth", factory: factory).record(eventLogQueue)
+        Gauge(label: "kassa_sqlite_memory_bytes", factory: factory).record(sqliteMemory)
         Gauge(label: "kassa_process_resident_memory_bytes", factory: factory).record(Self.residentBytes())
         Gauge(label: "kassa_process_open_fds", factory: factory).record(Self.openFileDescriptors())
         return registry.emitToString()

@@ -64,6 +64,8 @@ final class StreamReader: @unchecked Sendable {
 
     func send(_ command: JSONValue) { connection.send(command) }
 
+    func send(text: String) { connection.send(text) }
+
     /// Closes the stream and waits until it is closed.
     func close() async {
         guard !closed else { return }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import KassaCore
 
 /// The SQLite database: event log and session store, one `DatabasePool` in
@@ -20,6 +21,10 @@ public final class Store: Sendable {
     public let eventLog: EventLog
     private let checkpointer: Checkpointer?
 
+    /// Bytes SQLite holds in this process (mostly its page caches, each bounded by its
+    /// `cache_size`): part of the resident memory that does not grow with connections.
+    public static var sqliteMemoryBytes: Int64 { sqlite3_memory_used() }
+
     private init(path: String, pool: DatabasePool) {
         self.path = path
         self.pool = pool
@@ -39,10 +44,11 @@ public final class Store: Sendable {
             // default 2 MiB, appends to a multi-GiB log spend their time re-reading pages.
             // The writer's cache holds the indexes' hot pages (the append rate depends on it);
             // readers serve point lookups and need far less. Both are ceilings the cache grows to.
-            // 16 MiB appends as fast as 64 did (time-ordered ids keep the hot pages few: 122 k
-            // events/s at 5 M rows) and spares a node 48 MiB of written pages it never reads again.
-            // KASSA_SQLITE_CACHE_MIB sets the writer's (default 16 MiB).
-            let writerKiB = 1024 * (ProcessInfo.processInfo.environment["KASSA_SQLITE_CACHE_MIB"].flatMap { Int($0) }.map { max($0, 1) } ?? 16)
+            // Pure appends run as fast with 16 MiB (time-ordered ids keep their hot pages few),
+            // but under the soak's mix (session rows and their search indexes too) commits, and
+            // the pushes waiting on them, slowed once the log passed ~1 GB: 64 MiB it is.
+            // KASSA_SQLITE_CACHE_MIB sets the writer's (default 64 MiB).
+            let writerKiB = 1024 * (ProcessInfo.processInfo.environment["KASSA_SQLITE_CACHE_MIB"].flatMap { Int($0) }.map { max($0, 1) } ?? 64)
             try db.execute(sql: "PRAGMA cache_size = -\(db.configuration.readonly ? 8192 : writerKiB)")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             // The checkpointer thread copies the WAL back (see Checkpointer); the writer does it

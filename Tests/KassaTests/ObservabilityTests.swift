@@ -40,6 +40,10 @@ struct ObservabilityTests {
         #expect(text.contains("kassa_push_latency_seconds_count"))
         #expect(text.contains("kassa_eventlog_batch_size_count"))
         #expect(text.contains("kassa_process_resident_memory_bytes"))
+        // SQLite's memory is counted (its page caches hold the flow's pages now).
+        let sqliteBytes = text.split(separator: "\n").first { $0.hasPrefix("kassa_sqlite_memory_bytes ") }
+            .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        #expect(sqliteBytes > 10_000, "kassa_sqlite_memory_bytes \(sqliteBytes)")
         for name in KassaMetricsNames.all { #expect(text.contains("# TYPE \(name) "), "\(name) is not exported") }
         #expect(!text.contains(session.id), "a session id became a label")
         await t.stop()
