@@ -52,6 +52,9 @@ print(json.dumps({
     "connectionErrors": report["connectionErrors"], "peakOpenStreams": streams,
     "rssStartKiB": start, "rssPeakKiB": peak, "rssEndKiB": end, "fdsPeak": fds,
     "perStreamKiB": round((peak - start) / streams, 2) if streams else None,
+    # The same without SQLite's page caches (bounded, filled by the log whatever the connections).
+    "sqliteKiBAtEnd": round((metric("kassa_sqlite_memory_bytes") or 0) / 1024),
+    "perStreamKiBWithoutSQLiteCache": round((peak - start - (metric("kassa_sqlite_memory_bytes") or 0) / 1024) / streams, 2) if streams else None,
     "eventLogWriteErrors": metric("kassa_eventlog_write_errors_total") or 0,
     "eventLogQueueDepthAtEnd": metric("kassa_eventlog_queue_depth"),
     # Every push a client received must be in the log (a subscriber sees each push once).
