@@ -98,7 +98,7 @@ struct EdgeWebSocketTests {
         #expect(fragmented == "echo:" + text)
     }
 
-    @Test("messages queued together leave several to a write, both ways, and arrive whole and in order")
+    @Test("messages queued together leave several to a write, both ways, and arrive whole and in order", .timeLimit(.minutes(1)))
     func coalescedWrites() async throws {
         let (server, _) = try startTestEdge { $0.maxOutboundBytes = 1024 * 1024 }
         defer { Task { await server.stop() } }
