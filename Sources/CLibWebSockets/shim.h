@@ -7,6 +7,8 @@
 
 /* Macros Swift cannot import, re-exported as constants. */
 static const size_t kassa_lws_pre = LWS_PRE;
+/* Written as is, no framing: for frames Kassa builds itself (WebSocketFraming). */
+static const enum lws_write_protocol kassa_lws_write_raw = LWS_WRITE_RAW;
 
 /* The libev loop libwebsockets runs on (its evlib plugin): epoll instead of a poll()
  * over every descriptor on each pass. libev's calls are macros over EV_P, wrapped here. */

@@ -391,28 +391,18 @@ extension EdgeServer {
             if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
             return 0
         }
-        if conn.outbound.count - conn.outboundHead > 1 {
-            if writeCoalesced(conn) < 0 { return -1 }
-            if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
-                lws_callback_on_writable(conn.wsi)
-            }
-            return 0
-        }
         if conn.outboundHead < conn.outbound.count {
-            var (frame, stamp) = conn.outbound[conn.outboundHead]
-            conn.outbound[conn.outboundHead] = ([], nil)
-            conn.outboundHead += 1
-            conn.outboundBytes -= frame.count
-            if conn.outboundHead == conn.outbound.count {
-                conn.outbound.removeAll(keepingCapacity: true)
-                conn.outboundHead = 0
+            if conn.outbound.count - conn.outboundHead > 1 {
+                if writeCoalesced(conn) < 0 { return -1 }
+            } else {
+                var (frame, stamp) = takeOutbound(conn)
+                let pre = kassa_lws_pre
+                let n = frame.withUnsafeMutableBufferPointer { buf in
+                    lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
+                }
+                if n < 0 { return -1 }
+                if let stamp { handler.frameWritten(after: stamp.duration(to: .now)) }
             }
-            let pre = kassa_lws_pre
-            let n = frame.withUnsafeMutableBufferPointer { buf in
-                lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
-            }
-            if n < 0 { return -1 }
-            if let stamp { handler.frameWritten(after: stamp.duration(to: .now)) }
             if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
                 lws_callback_on_writable(conn.wsi)
             }
@@ -425,6 +415,19 @@ extension EdgeServer {
         return 0
     }
 
+    /// The next queued frame; the queue's storage is reset (capacity kept) once it is empty.
+    private func takeOutbound(_ conn: EdgeConnection) -> (frame: [UInt8], stamp: ContinuousClock.Instant?) {
+        let next = conn.outbound[conn.outboundHead]
+        conn.outbound[conn.outboundHead] = ([], nil)
+        conn.outboundHead += 1
+        conn.outboundBytes -= next.frame.count
+        if conn.outboundHead == conn.outbound.count {
+            conn.outbound.removeAll(keepingCapacity: true)
+            conn.outboundHead = 0
+        }
+        return next
+    }
+
     /// Several queued messages leave in one write (see `WebSocketFraming`).
     private func writeCoalesced(_ conn: EdgeConnection) -> Int32 {
         let pre = kassa_lws_pre
@@ -432,19 +435,12 @@ extension EdgeServer {
         batch.reserveCapacity(pre + min(conn.outboundBytes + 10 * (conn.outbound.count - conn.outboundHead), WebSocketFraming.batchLimit))
         var stamps: [ContinuousClock.Instant] = []
         while conn.outboundHead < conn.outbound.count, batch.count - pre < WebSocketFraming.batchLimit {
-            let (frame, stamp) = conn.outbound[conn.outboundHead]
-            conn.outbound[conn.outboundHead] = ([], nil)
-            conn.outboundHead += 1
-            conn.outboundBytes -= frame.count
+            let (frame, stamp) = takeOutbound(conn)
             WebSocketFraming.appendText(frame[pre...], to: &batch)
             if let stamp { stamps.append(stamp) }
         }
-        if conn.outboundHead == conn.outbound.count {
-            conn.outbound.removeAll(keepingCapacity: true)
-            conn.outboundHead = 0
-        }
         let n = batch.withUnsafeMutableBufferPointer { buf in
-            lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_HTTP)  // LWS_WRITE_RAW: sent as is
+            lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, kassa_lws_write_raw)
         }
         if n < 0 { return -1 }
         let now = ContinuousClock.now

@@ -203,9 +203,7 @@ public final class WebSocketClient: @unchecked Sendable {
         case LWS_CALLBACK_CLIENT_RECEIVE:
             if let input, len > 0 { connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len)) }
             if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
-                var now = timespec()
-                clock_gettime(CLOCK_REALTIME, &now)
-                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self), receivedAtNs: WebSocketClient.wallClockNs()))
+                connection.deliver(.text(String(decoding: connection.message, as: UTF8.self), receivedAtNs: Self.wallClockNs()))
                 connection.message = []
             }
             return 0
@@ -221,12 +219,12 @@ public final class WebSocketClient: @unchecked Sendable {
                     frame = [UInt8](repeating: 0, count: pre)
                     var taken = 0
                     var random = SystemRandomNumberGenerator()
-                    for message in connection.outbound where frame.count - pre < WebSocketFraming.batchLimit {
-                        WebSocketFraming.appendText(message[pre...], to: &frame, mask: random.next())
+                    while taken < connection.outbound.count, frame.count - pre < WebSocketFraming.batchLimit {
+                        WebSocketFraming.appendText(connection.outbound[taken][pre...], to: &frame, mask: random.next())
                         taken += 1
                     }
                     connection.outbound.removeSubrange(0..<taken)
-                    protocolKind = LWS_WRITE_HTTP  // LWS_WRITE_RAW: sent as is
+                    protocolKind = kassa_lws_write_raw
                 }
                 let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, protocolKind) }
                 if n < 0 { return -1 }
