@@ -81,11 +81,12 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let o):
             out.append(UInt8(ascii: "{"))
-            for (i, key) in o.keys.sorted().enumerated() {
+            // Sorted members (stable output), sorted as pairs so no key is hashed again.
+            for (i, member) in o.sorted(by: { $0.key < $1.key }).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(key, into: &out)
+                JSONValue.writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                o[key]!.write(into: &out)
+                member.value.write(into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -221,6 +222,8 @@ struct JSONParser {
             index += 1; depth -= 1
             return .object(object)
         }
+        // Members are gathered first so the dictionary is sized once, never regrown.
+        var members: [(key: String, value: JSONValue, at: Int)] = []
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
@@ -229,13 +232,20 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1
             skipWhitespace()
-            guard object[key] == nil else { throw fail("duplicate member \"\(key)\"") }
-            object[key] = try parseValue()
+            let at = index
+            members.append((key, try parseValue(), at))
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw fail("expected ',' or '}'")
+        }
+        object.reserveCapacity(members.count)
+        for member in members {
+            if object.updateValue(member.value, forKey: member.key) != nil {
+                index = member.at
+                throw fail("duplicate member \"\(member.key)\"")
+            }
         }
         depth -= 1
         return .object(object)

@@ -28,26 +28,46 @@ public enum Redaction {
     }
 
     public static func redact(_ value: JSONValue) -> JSONValue {
+        redactedIfChanged(value) ?? value
+    }
+
+    /// The redacted value, or nil when redaction changes nothing: most of a logged
+    /// body has nothing to redact, and rebuilding its dictionaries was the costliest
+    /// part of logging an upstream answer.
+    static func redactedIfChanged(_ value: JSONValue) -> JSONValue? {
         switch value {
         case .object(let object):
-            var out: [String: JSONValue] = [:]
+            var out: [String: JSONValue]? = nil
             for (key, member) in object {
+                let replacement: JSONValue?
                 let lower = key.lowercased()
                 if secretKeys.contains(lower) {
-                    out[key] = .string(placeholder)
+                    replacement = .string(placeholder)
                 } else if suffixKeys.contains(lower), case .string(let s) = member {
-                    out[key] = .string(suffix(s))
+                    replacement = .string(suffix(s))
                 } else {
-                    out[key] = redact(member)
+                    replacement = redactedIfChanged(member)
+                }
+                if let replacement {
+                    if out == nil { out = object }
+                    out![key] = replacement
                 }
             }
-            return .object(out)
+            return out.map { .object($0) }
         case .array(let array):
-            return .array(array.map(redact))
+            var out: [JSONValue]? = nil
+            for (i, element) in array.enumerated() {
+                if let replacement = redactedIfChanged(element) {
+                    if out == nil { out = array }
+                    out![i] = replacement
+                }
+            }
+            return out.map { .array($0) }
         case .string(let s):
-            return .string(redactTokens(redactURLQuery(s)))
+            let redacted = redactTokens(redactURLQuery(s))
+            return redacted.utf8.count == s.utf8.count && redacted == s ? nil : .string(redacted)
         default:
-            return value
+            return nil
         }
     }
 
@@ -55,8 +75,9 @@ public enum Redaction {
     /// Works on UTF-8 bytes, and returns the string untouched when it has no query
     /// (every string of every logged upstream body passes through here).
     public static func redactURLQuery(_ s: String) -> String {
+        let hasQuery = s.utf8.withContiguousStorageIfAvailable { $0.contains(where: { $0 == 0x3F || $0 == 0x26 }) }   // ? &
+        guard hasQuery ?? true else { return s }
         let b = Array(s.utf8)
-        guard b.contains(where: { $0 == 0x3F || $0 == 0x26 }) else { return s }   // ? &
         func isSeparator(_ c: UInt8) -> Bool { c == 0x3F || c == 0x26 || c == 0x3B }   // ? & ;
         var out: [UInt8] = []
         out.reserveCapacity(b.count)

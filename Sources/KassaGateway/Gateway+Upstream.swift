@@ -28,8 +28,7 @@ extension Gateway {
     func isAllowedUpstream(_ href: String) -> Bool {
         guard let components = URLComponents(string: href), let scheme = components.scheme?.lowercased(),
               scheme == "https" || scheme == "http", let host = components.host?.lowercased() else { return false }
-        let allowed = configuration.allowedUpstreamHosts.map { $0.lowercased() } + [URLComponents(string: configuration.upstreamURL)?.host?.lowercased() ?? ""]
-        return allowed.contains(host)
+        return allowedUpstreamHosts.contains(host)
     }
 
     /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON).

@@ -26,6 +26,8 @@ public final class Gateway: EdgeHandler {
     /// Admin page connections following the event log, by connection, with their session filter.
     let adminStreams = Mutex<[UInt64: String?]>([:])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
+    /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
+    let allowedUpstreamHosts: Set<String>
 
     public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) {
         self.configuration = configuration
@@ -33,6 +35,8 @@ public final class Gateway: EdgeHandler {
         self.upstream = upstream
         self.logger = logger
         self.router = Router(Gateway.routes)
+        allowedUpstreamHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() }
+            + [URLComponents(string: configuration.upstreamURL)?.host?.lowercased() ?? ""])
         ipLimiter = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
         keyLimiter = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }

@@ -59,7 +59,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     static func timestamp() -> String {
-        Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        Timestamp.iso8601(ms: Gateway.nowMs())
     }
 }
 

@@ -166,7 +166,7 @@ extension Simulator {
     }
 
     static func timestamp() -> String {
-        Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        Timestamp.iso8601(ms: nowMs())
     }
 
     // MARK: Fault control

@@ -53,6 +53,12 @@ struct CoreSafetyTests {
         #expect(text.contains("0001"))
         #expect(text.contains("culture=sv-SE"))
         #expect(redacted["paymentorder"]?["amount"]?.intValue == 1500)
+        // Untouched parts come back equal; a secret deep in an array of strings is still found.
+        let clean: JSONValue = ["paymentorder": ["amount": 1500, "urls": ["https://x/a", "https://x/b"]], "ok": true]
+        #expect(Redaction.redact(clean) == clean)
+        let token = String(repeating: "a1b2c3d4e5", count: 5)
+        let nested = Redaction.redact(["links": ["https://x/a", .string("https://x/psp/\(token)"), "https://x/c?apikey=k1"]])
+        #expect(nested["links"]?.arrayValue?.map { $0.stringValue } == ["https://x/a", "https://x/psp/…c3d4e5", "https://x/c?apikey=[redacted]"])
         #expect(Redaction.redactHeader(name: "Authorization", value: "Bearer x") == Redaction.placeholder)
         #expect(Redaction.redactHeader(name: "Your-Api-Key", value: "k") == Redaction.placeholder)
     }
