@@ -10,10 +10,12 @@ public struct PathPattern: Sendable, CustomStringConvertible {
     }
 
     let segments: [Segment]
+    let hasTrailingSlash: Bool
     public let description: String
 
     public init(_ pattern: String) {
         description = pattern
+        hasTrailingSlash = pattern.utf8.last == UInt8(ascii: "/")
         segments = pattern.split(separator: "/", omittingEmptySubsequences: true).map { part in
             part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
         }
@@ -21,16 +23,30 @@ public struct PathPattern: Sendable, CustomStringConvertible {
 
     /// The parameters when `path` matches, else nil. A trailing slash matters
     /// only where the pattern has one (the Merchant API root is `/swedbank-pay-mobile/`).
-    public func match(_ path: String) -> [String: String]? {
-        guard path.hasSuffix("/") == description.hasSuffix("/") || path == "/" else { return nil }
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        guard parts.count == segments.count else { return nil }
+    public func match(_ path: String) -> [String: String]? { match(RequestPath(path)) }
+
+    /// A request path split once, then tried against every route's pattern.
+    struct RequestPath {
+        let parts: [Substring]
+        let trailingSlash: Bool
+        let isRoot: Bool
+
+        init(_ path: String) {
+            parts = path.split(separator: "/", omittingEmptySubsequences: true)
+            trailingSlash = path.utf8.last == UInt8(ascii: "/")
+            isRoot = path == "/"
+        }
+    }
+
+    func match(_ path: RequestPath) -> [String: String]? {
+        guard path.trailingSlash == hasTrailingSlash || path.isRoot, path.parts.count == segments.count else { return nil }
+        // Literals first (bytes, as sent), so a path that does not match builds nothing.
+        for (part, segment) in zip(path.parts, segments) {
+            if case .literal(let literal) = segment, !part.utf8.elementsEqual(literal.utf8) { return nil }
+        }
         var parameters: [String: String] = [:]
-        for (part, segment) in zip(parts, segments) {
-            switch segment {
-            case .literal(let literal): if part != literal { return nil }
-            case .parameter(let name): parameters[name] = String(part)
-            }
+        for (part, segment) in zip(path.parts, segments) {
+            if case .parameter(let name) = segment { parameters[name] = String(part) }
         }
         return parameters
     }
@@ -94,6 +110,7 @@ public struct Router<App: Sendable>: Sendable {
 
     public func match(_ method: HTTPMethod, _ path: String) -> Match {
         var allowed: [HTTPMethod] = []
+        let path = PathPattern.RequestPath(path)
         for route in routes {
             guard let parameters = route.pattern.match(path) else { continue }
             if route.method == method || (method == .HEAD && route.method == .GET) {

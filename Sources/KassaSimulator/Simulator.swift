@@ -146,6 +146,9 @@ struct SimulatorState {
     /// The fault for this request: a `sim-fault:<fault>` magic value in the
     /// body or query wins, then the rules in order, each drawn at its rate.
     mutating func drawFault(route: String, request: HTTPRequest) -> SimulatedFault? {
+        // Most requests carry no fault and no rules are set: say so without reading the body as text.
+        let bodyMentionsFault = Self.contains(request.body, Self.faultMarker)
+        guard bodyMentionsFault || !faults.isEmpty || !request.query.isEmpty else { return nil }
         let body = String(decoding: request.body, as: UTF8.self)
         let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
         if let range = body.range(of: "sim-fault:") ?? query.range(of: "sim-fault:") {
@@ -159,5 +162,17 @@ struct SimulatorState {
             if draw < rule.rate { return rule.fault }
         }
         return nil
+    }
+
+    static let faultMarker = Array("sim-fault:".utf8)
+
+    static func contains(_ bytes: [UInt8], _ marker: [UInt8]) -> Bool {
+        guard let first = marker.first, bytes.count >= marker.count else { return false }
+        var i = 0
+        while let at = bytes[i...].firstIndex(of: first), at + marker.count <= bytes.count {
+            if bytes[at..<(at + marker.count)].elementsEqual(marker) { return true }
+            i = at + 1
+        }
+        return false
     }
 }

@@ -126,6 +126,9 @@ struct RouterTests {
         guard case .found = router.match(.GET, "/swedbank-pay-mobile/") else { Issue.record("root with slash"); return }
         guard case .notFound = router.match(.GET, "/swedbank-pay-mobile") else { Issue.record("root without slash is another path"); return }
         guard case .found = router.match(.HEAD, "/v1/sessions/x") else { Issue.record("HEAD follows GET"); return }
+        // Literal segments compare as bytes: a path that only looks the same is another path.
+        #expect(PathPattern("/caf\u{E9}/{id}").match("/cafe\u{301}/1") == nil)
+        #expect(PathPattern("/caf\u{E9}/{id}").match("/caf\u{E9}/1") == ["id": "1"])
     }
 }
 
