@@ -7,7 +7,7 @@
 # Usage: bench/compare.sh   (installs nginx-light and wrk if missing; prints JSON lines)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for p in nginx-light wrk; do dpkg -s $p >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p; }; done
+for p in nginx-light wrk; do dpkg -s $p >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p; } >&2; done   # stdout is the report
 swift build -c release --product kassa >/dev/null
 swift build -c release --package-path bench/push-server-hummingbird --scratch-path .build-hummingbird >/dev/null
 kassa=.build/release/kassa
