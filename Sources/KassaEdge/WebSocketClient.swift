@@ -45,6 +45,8 @@ public final class WebSocketClient: @unchecked Sendable {
 
     /// Service-thread confined.
     var connections: [UInt64: WebSocketClientConnection] = [:]
+    /// Masking keys for client frames (service-thread confined).
+    private var masks = WebSocketFraming.MaskKeys()
     private static let nextID = Atomic<UInt64>(1)
 
     public init(protocol name: String = "kassa.v1") throws {
@@ -209,24 +211,17 @@ public final class WebSocketClient: @unchecked Sendable {
             return 0
         case LWS_CALLBACK_CLIENT_WRITEABLE:
             if !connection.outbound.isEmpty {
+                // Kassa frames and masks the queued messages itself (see `WebSocketFraming`),
+                // as many as fit in one write, each with its own mask.
                 let pre = kassa_lws_pre
-                var frame: [UInt8]
-                var protocolKind = LWS_WRITE_TEXT
-                if connection.outbound.count == 1 {
-                    frame = connection.outbound.removeFirst()
-                } else {
-                    // Several messages in one write (see `WebSocketFraming`), each masked with its own key.
-                    frame = [UInt8](repeating: 0, count: pre)
-                    var taken = 0
-                    var random = SystemRandomNumberGenerator()
-                    while taken < connection.outbound.count, frame.count - pre < WebSocketFraming.batchLimit {
-                        WebSocketFraming.appendText(connection.outbound[taken][pre...], to: &frame, mask: random.next())
-                        taken += 1
-                    }
-                    connection.outbound.removeSubrange(0..<taken)
-                    protocolKind = kassa_lws_write_raw
+                var frame = [UInt8](repeating: 0, count: pre)
+                var taken = 0
+                while taken < connection.outbound.count, frame.count - pre < WebSocketFraming.batchLimit {
+                    WebSocketFraming.appendText(connection.outbound[taken][pre...], to: &frame, mask: masks.next())
+                    taken += 1
                 }
-                let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, protocolKind) }
+                connection.outbound.removeSubrange(0..<taken)
+                let n = frame.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, kassa_lws_write_raw) }
                 if n < 0 { return -1 }
                 if !connection.outbound.isEmpty || connection.closing { lws_callback_on_writable(wsi) }
                 return 0
@@ -264,8 +259,7 @@ public final class WebSocketClient: @unchecked Sendable {
 /// One client WebSocket. `events` yields each text message, then `.closed`.
 public final class WebSocketClientConnection: @unchecked Sendable {
     public let id: UInt64
-    public let events: AsyncStream<WebSocketClientEvent>
-    private let continuation: AsyncStream<WebSocketClientEvent>.Continuation
+    public let events = WebSocketClientEvents()
     private weak var client: WebSocketClient?
     /// Wall-clock nanoseconds when the stream opened (set before `connect` returns): anything
     /// made before it reached this connection as a replay, not live.
@@ -287,7 +281,6 @@ public final class WebSocketClientConnection: @unchecked Sendable {
     init(id: UInt64, client: WebSocketClient) {
         self.id = id
         self.client = client
-        (events, continuation) = AsyncStream.makeStream()
     }
 
     public func send(_ text: String) {
@@ -313,14 +306,14 @@ public final class WebSocketClientConnection: @unchecked Sendable {
         resolveOpen(false)
     }
 
-    func deliver(_ event: WebSocketClientEvent) { continuation.yield(event) }
+    func deliver(_ event: WebSocketClientEvent) { events.yield(event) }
 
     func finish(code: UInt16?) {
         resolveOpen(false)
         guard !finished else { return }
         finished = true
-        continuation.yield(.closed(code))
-        continuation.finish()
+        events.yield(.closed(code))
+        events.finish()
     }
 }
 

@@ -33,4 +33,24 @@ enum WebSocketFraming {
             i += 1
         }
     }
+
+    /// Masking keys for a client's frames (RFC 6455 §5.3): SplitMix64 seeded once from the
+    /// system's generator, instead of a `getrandom` call per frame (a visible share of the
+    /// load client's kernel time). The keys only have to be unpredictable to a peer's proxy.
+    struct MaskKeys {
+        private var state: UInt64
+
+        init() {
+            var system = SystemRandomNumberGenerator()
+            state = system.next()
+        }
+
+        mutating func next() -> UInt32 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return UInt32(truncatingIfNeeded: (z ^ (z >> 31)) >> 16)
+        }
+    }
 }

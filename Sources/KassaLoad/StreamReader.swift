@@ -15,7 +15,7 @@ struct FlowFailure: Error {
 final class StreamReader: @unchecked Sendable {
     let connection: WebSocketClientConnection
     let session: String
-    private var iterator: AsyncStream<WebSocketClientEvent>.AsyncIterator
+    private var iterator: WebSocketClientEvents.AsyncIterator
     private let recorder: LoadRecorder
     private let deadlines: Deadlines
     private let stepTimeout: Duration

@@ -73,7 +73,7 @@ let sharedWebSocketClient: WebSocketClient = {
 /// One open session stream.
 final class Stream: @unchecked Sendable {
     let connection: WebSocketClientConnection
-    private var iterator: AsyncStream<WebSocketClientEvent>.AsyncIterator
+    private var iterator: WebSocketClientEvents.AsyncIterator
     var received: [JSONValue] = []
 
     init(connection: WebSocketClientConnection) {
