@@ -233,3 +233,39 @@ struct EdgeWebSocketTests {
         #expect(refused == nil, "the port is closed after stop")
     }
 }
+
+@Suite("Edge: client connection mailbox")
+struct ClientMailboxTests {
+    @Test("delivers in order whether the reader waits or not, ends after what is queued, and frees a cancelled reader")
+    func mailbox() async {
+        let events = WebSocketClientEvents()
+        events.yield(.text("a", receivedAtNs: 1))
+        var reader = events.makeAsyncIterator()
+        #expect(await reader.next() == .text("a", receivedAtNs: 1))
+        // The reader waits first; a message from another thread wakes it.
+        async let waited = reader.next()
+        try? await Task.sleep(for: .milliseconds(20))
+        events.yield(.text("b", receivedAtNs: 2))
+        #expect(await waited == .text("b", receivedAtNs: 2))
+        events.yield(.text("c", receivedAtNs: 3))
+        events.yield(.closed(1000))
+        events.finish()
+        events.yield(.text("after the end", receivedAtNs: 4))
+        #expect(await reader.next() == .text("c", receivedAtNs: 3))
+        #expect(await reader.next() == .closed(1000))
+        #expect(await reader.next() == nil)
+
+        let idle = WebSocketClientEvents()
+        let waiting = Task { var r = idle.makeAsyncIterator(); return await r.next() }
+        try? await Task.sleep(for: .milliseconds(20))
+        waiting.cancel()
+        #expect(await waiting.value == nil)
+    }
+
+    @Test("masking keys vary from frame to frame")
+    func maskKeys() {
+        var keys = WebSocketFraming.MaskKeys()
+        let drawn = (0..<1000).map { _ in keys.next() }
+        #expect(Set(drawn).count > 990)
+    }
+}
