@@ -65,7 +65,7 @@ public enum Redaction {
             return out.map { .array($0) }
         case .string(let s):
             let redacted = redactTokens(redactURLQuery(s))
-            return redacted.utf8.count == s.utf8.count && redacted == s ? nil : .string(redacted)
+            return redacted == s ? nil : .string(redacted)
         default:
             return nil
         }

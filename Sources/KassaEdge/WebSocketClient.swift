@@ -276,7 +276,6 @@ public final class WebSocketClientConnection: @unchecked Sendable {
     var outbound: [[UInt8]] = []
     var closing = false
     var closeCode: UInt16?
-    private var finished = false
 
     init(id: UInt64, client: WebSocketClient) {
         self.id = id
@@ -310,8 +309,7 @@ public final class WebSocketClientConnection: @unchecked Sendable {
 
     func finish(code: UInt16?) {
         resolveOpen(false)
-        guard !finished else { return }
-        finished = true
+        // Once finished, the mailbox takes nothing more: a second call adds no second `.closed`.
         events.yield(.closed(code))
         events.finish()
     }

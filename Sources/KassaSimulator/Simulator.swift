@@ -151,8 +151,8 @@ struct SimulatorState {
         guard bodyMentionsFault || !faults.isEmpty || !request.query.isEmpty else { return nil }
         let body = String(decoding: request.body, as: UTF8.self)
         let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
-        if let range = body.range(of: "sim-fault:") ?? query.range(of: "sim-fault:") {
-            let source = body.range(of: "sim-fault:") != nil ? body : query
+        let source = bodyMentionsFault ? body : query
+        if let range = source.range(of: "sim-fault:") {
             let tail = source[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "=" }
             if let fault = SimulatedFault(String(tail)) { return fault }
         }
