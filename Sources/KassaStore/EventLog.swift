@@ -145,6 +145,10 @@ public final class EventLog: Sendable {
     public var batchCount: UInt64 { queue.withLock { $0.batches } }
 
     private func writerLoop() {
+        // The writer's page cache grows once the database passes 1 GiB (see `Store.writerCacheKiB`);
+        // the size is looked at once a second, inside a transaction the writer makes anyway.
+        var cacheKiB = Store.smallWriterCacheKiB
+        var nextCacheCheck = ContinuousClock.now
         while true {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
             // Take everything queued at once (no shifting of a long queue), then commit it
@@ -169,6 +173,10 @@ public final class EventLog: Sendable {
                 }
                 do {
                     let committed = try pool.write { db -> [LogEvent] in
+                        if began >= nextCacheCheck {
+                            cacheKiB = try Store.sizeWriterCache(db, currentKiB: cacheKiB)
+                            nextCacheCheck = began + .seconds(1)
+                        }
                         for change in pendingUpdates { try Self.apply(change, db) }
                         var stored: [LogEvent] = []
                         stored.reserveCapacity(batch.count)

@@ -25,6 +25,37 @@ public final class Store: Sendable {
     /// `cache_size`): part of the resident memory that does not grow with connections.
     public static var sqliteMemoryBytes: Int64 { sqlite3_memory_used() }
 
+    /// The writer's page cache once the database is past 1 GiB: it keeps the indexes' hot
+    /// pages in memory (with 16 MiB, the soak's commits, and the pushes waiting on them, slowed
+    /// past ~1 GB). KASSA_SQLITE_CACHE_MIB sets it (default 64 MiB).
+    static let largeWriterCacheKiB = 1024 * (ProcessInfo.processInfo.environment["KASSA_SQLITE_CACHE_MIB"]
+        .flatMap { Int($0) }.map { max($0, 1) } ?? 64)
+    /// The writer's page cache below 1 GiB.
+    static let smallWriterCacheKiB = 8 * 1024
+
+    /// The writer's page cache ceiling for a database of `pages` pages of `pageSize` bytes.
+    /// Below 1 GiB, SQLite walks the writer's whole page cache at the end of every write
+    /// transaction that rebalanced an index: the rebalance parks a page under the number of the
+    /// page holding the lock byte (1 GiB / page size + 1), which is past the database's end, and
+    /// the commit then drops pages past the end by scanning the cache's entire hash table.
+    /// That walk costs in proportion to the cache (perf: 6 % of the gateway's CPU with 64 MiB;
+    /// see bench/RESULTS.md), so the cache stays small there. Past 1 GiB no page is ever past
+    /// the end and the walk never happens.
+    static func writerCacheKiB(pages: Int, pageSize: Int) -> Int {
+        let lockBytePage = (1 << 30) / max(pageSize, 512) + 1
+        return pages >= lockBytePage ? largeWriterCacheKiB : smallWriterCacheKiB
+    }
+
+    /// Sets the writer connection's page cache for the database's present size if it differs
+    /// from `currentKiB`; returns the size in effect.
+    static func sizeWriterCache(_ db: Database, currentKiB: Int?) throws -> Int {
+        let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+        let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+        let kiB = writerCacheKiB(pages: pages, pageSize: pageSize)
+        if kiB != currentKiB { try db.execute(sql: "PRAGMA cache_size = -\(kiB)") }
+        return kiB
+    }
+
     private init(path: String, pool: DatabasePool) {
         self.path = path
         self.pool = pool
@@ -40,16 +71,13 @@ public final class Store: Sendable {
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-            // A larger page cache keeps the event indexes' hot pages in memory: with the
-            // default 2 MiB, appends to a multi-GiB log spend their time re-reading pages.
-            // The writer's cache holds the indexes' hot pages (the append rate depends on it);
-            // readers serve point lookups and need far less. Both are ceilings the cache grows to.
-            // Pure appends run as fast with 16 MiB (time-ordered ids keep their hot pages few),
-            // but under the soak's mix (session rows and their search indexes too) commits, and
-            // the pushes waiting on them, slowed once the log passed ~1 GB: 64 MiB it is.
-            // KASSA_SQLITE_CACHE_MIB sets the writer's (default 64 MiB).
-            let writerKiB = 1024 * (ProcessInfo.processInfo.environment["KASSA_SQLITE_CACHE_MIB"].flatMap { Int($0) }.map { max($0, 1) } ?? 64)
-            try db.execute(sql: "PRAGMA cache_size = -\(db.configuration.readonly ? 8192 : writerKiB)")
+            // Readers serve point lookups and need little cache; the writer's follows the
+            // database's size (see `sizeWriterCache`).
+            if db.configuration.readonly {
+                try db.execute(sql: "PRAGMA cache_size = -8192")
+            } else {
+                _ = try Store.sizeWriterCache(db, currentKiB: nil)
+            }
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             // The checkpointer thread copies the WAL back (see Checkpointer); the writer does it
             // itself only if the WAL passes ~256 MiB, a backstop should that thread fall behind.

@@ -38,6 +38,26 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("the writer's page cache is small below 1 GiB and large from there (SQLite walks it on commits below)")
+    func writerCacheFollowsDatabaseSize() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        store.eventLog.append(LogEvent(atMs: 1, sessionID: "s1", kind: "test", summary: "one"))
+        await store.eventLog.flush()
+        let writer = try await store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") }
+        let reader = try await store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") }
+        #expect(writer == -Store.smallWriterCacheKiB)
+        #expect(reader == -8192)
+        // The lock byte sits at 1 GiB whatever the page size.
+        #expect(Store.writerCacheKiB(pages: 262_143, pageSize: 4096) == Store.smallWriterCacheKiB)
+        #expect(Store.writerCacheKiB(pages: 262_145, pageSize: 4096) == Store.largeWriterCacheKiB)
+        #expect(Store.writerCacheKiB(pages: 65_537, pageSize: 16_384) == Store.largeWriterCacheKiB)
+        #expect(Store.writerCacheKiB(pages: 65_535, pageSize: 16_384) == Store.smallWriterCacheKiB)
+        #expect(Store.largeWriterCacheKiB > Store.smallWriterCacheKiB)
+        await store.close()
+    }
+
     @Test("pushed events replay in seq order after a given seq")
     func replayBySeq() async throws {
         let dir = TempDirectory()
