@@ -40,6 +40,14 @@ public struct Scenario: Sendable {
     public var sourceAddresses: [String]
     public var amount: Int
 
+    /// Open files the run can need at once: each virtual client's subscribers, its HTTP
+    /// connection and, briefly, a replacement socket on reconnect; a quarter more and a few
+    /// hundred for the runtime. `kassa load` sets its soft limit to this (see `sizeOpenFileLimit`).
+    public var openFilesWanted: Int {
+        let sockets = clients * (subscribersPerSession + 2)
+        return max(1_024, sockets + sockets / 4 + 256)
+    }
+
     public static let maxClients = 50_000
     public static let maxDurationSeconds = 3_600.0
     public static let maxIterations = 1_000_000

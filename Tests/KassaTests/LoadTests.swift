@@ -80,6 +80,16 @@ struct LoadTests {
         await t.stop()
     }
 
+    @Test("the client asks for the open files its scenario holds at once, not the machine's whole limit")
+    func openFilesFollowTheScenario() throws {
+        let push = try Scenario(json: #"{"clients": 40, "iterations": 1, "flows": {"card3ds": 1}, "subscribersPerSession": 16}"#)
+        #expect(push.openFilesWanted >= 40 * 17 && push.openFilesWanted < 2_000, "\(push.openFilesWanted)")
+        let idle = try Scenario(json: #"{"clients": 15000, "iterations": 1, "flows": {"idle": 1}}"#)
+        #expect(idle.openFilesWanted >= 15_000 * 2)
+        let tiny = try Scenario(json: #"{"clients": 1, "iterations": 1, "flows": {"swish": 1}}"#)
+        #expect(tiny.openFilesWanted == 1_024)
+    }
+
     @Test("a wrong API key fails every flow at create with its status")
     func wrongKey() async throws {
         let t = try TestNode()
