@@ -26,14 +26,14 @@ extension Gateway {
 
     /// True when `href` names an allowed upstream host over http(s): no request goes elsewhere.
     func isAllowedUpstream(_ href: String) -> Bool {
-        guard let components = URLComponents(string: href), let scheme = components.scheme?.lowercased(),
-              scheme == "https" || scheme == "http", let host = components.host?.lowercased() else { return false }
-        return allowedUpstreamHosts.contains(host)
+        guard let url = UpstreamURL(href), url.scheme == "https" || url.scheme == "http" else { return false }
+        return allowedUpstreamHosts.contains(url.host)
     }
 
     /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON).
     func callUpstream(_ call: UpstreamCall) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) {
-        let path = Redaction.redactTokens(URLComponents(string: call.url)?.path ?? call.url)
+        let url = UpstreamURL(call.url)
+        let path = Redaction.redactTokens(url?.path ?? call.url)
         var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
         if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
         var bodyBytes: [UInt8]?
@@ -48,7 +48,7 @@ extension Gateway {
             data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                    "body": call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null]))
         let started = ContinuousClock.now
-        let host = URLComponents(string: call.url)?.host ?? ""
+        let host = url?.host ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
         if !circuitAllows(host) {
             // Fail fast while the host keeps failing; nothing is sent, so a retry is safe.

@@ -36,12 +36,12 @@ public final class Gateway: EdgeHandler {
         self.logger = logger
         self.router = Router(Gateway.routes)
         allowedUpstreamHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() }
-            + [URLComponents(string: configuration.upstreamURL)?.host?.lowercased() ?? ""])
+            + [UpstreamURL(configuration.upstreamURL)?.host ?? ""])
         ipLimiter = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
         keyLimiter = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
         let metrics = self.metrics
-        metrics.prepare(upstreamHost: URLComponents(string: configuration.upstreamURL)?.host ?? "")
+        metrics.prepare(upstreamHost: UpstreamURL(configuration.upstreamURL)?.host ?? "")
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }

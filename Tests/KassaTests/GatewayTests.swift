@@ -70,6 +70,19 @@ struct GatewayTests {
         await t.stop()
     }
 
+    @Test("operation links are followed only to the upstream's hosts, as libcurl reads them")
+    func upstreamAllowList() async throws {
+        let t = try TestNode()
+        let gateway = t.node.gateway
+        #expect(gateway.isAllowedUpstream("http://127.0.0.1:1/psp/paymentorders/1"))
+        #expect(gateway.isAllowedUpstream("HTTP://127.0.0.1/x"))
+        #expect(!gateway.isAllowedUpstream("http://127.0.0.1@evil.example/psp"))
+        #expect(!gateway.isAllowedUpstream("ftp://127.0.0.1/psp"))
+        #expect(!gateway.isAllowedUpstream("http://evil.example/?h=127.0.0.1"))
+        #expect(!gateway.isAllowedUpstream("/psp/paymentorders/1"))
+        await t.stop()
+    }
+
     @Test("/readyz reports the store and an unreachable upstream")
     func readiness() async throws {
         let down = try TestNode(upstreamURL: "http://127.0.0.1:1/")

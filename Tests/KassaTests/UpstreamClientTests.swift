@@ -7,6 +7,17 @@ import Testing
 struct UpstreamClientTests {
     let client = UpstreamClient()
 
+    @Test("an upstream URL is read by libcurl's own parser: scheme, host, path; userinfo and brackets do not fool it")
+    func upstreamURLParts() {
+        let plain = UpstreamURL("HTTPS://Api.ExternalIntegration.PayEx.com/psp/paymentorders/abc?x=1")
+        #expect(plain == UpstreamURL(scheme: "https", host: "api.externalintegration.payex.com", path: "/psp/paymentorders/abc"))
+        #expect(UpstreamURL("http://allowed.example@evil.example/x")?.host == "evil.example")
+        #expect(UpstreamURL("http://[::1]:8080/a")?.host == "::1")
+        #expect(UpstreamURL("http://127.0.0.1:9")?.path == "/")
+        #expect(UpstreamURL("/psp/paymentorders") == nil)
+        #expect(UpstreamURL("not a url") == nil)
+    }
+
     @Test("100 concurrent requests to a local server all complete")
     func concurrent() async throws {
         let (server, _) = try startTestEdge()
