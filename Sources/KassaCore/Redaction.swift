@@ -17,7 +17,38 @@ public enum Redaction {
     /// Member names whose values are personal data kept only as a suffix.
     static let suffixKeys: Set<String> = ["msisdn", "phone", "phonenumber", "mobilenumber"]
 
-    public static func isSecretKey(_ key: String) -> Bool { secretKeys.contains(key.lowercased()) }
+    public static func isSecretKey(_ key: String) -> Bool { rule(forKey: key) == .secret }
+
+    /// What a member name asks of its value.
+    enum KeyRule { case secret, suffix }
+
+    /// The names above as bytes, by length: a member name is matched against the few of its
+    /// length, byte by byte, without lower-casing or hashing it (every member of every logged
+    /// body is looked up here).
+    private static let namesByLength: [[(name: [UInt8], rule: KeyRule)]] = {
+        var table = [[(name: [UInt8], rule: KeyRule)]](repeating: [], count: 32)
+        for name in secretKeys { table[name.utf8.count].append((Array(name.utf8), .secret)) }
+        for name in suffixKeys { table[name.utf8.count].append((Array(name.utf8), .suffix)) }
+        return table
+    }()
+
+    /// The rule for a member name, compared case-insensitively.
+    static func rule(forKey key: String) -> KeyRule? {
+        var key = key
+        return key.withUTF8 { b in
+            // Unicode lower-casing can map a non-ASCII name onto an ASCII one (the Kelvin sign onto "k").
+            guard b.allSatisfy({ $0 < 0x80 }) else {
+                let lower = String(decoding: b, as: UTF8.self).lowercased()
+                return secretKeys.contains(lower) ? .secret : suffixKeys.contains(lower) ? .suffix : nil
+            }
+            guard b.count < namesByLength.count else { return nil }
+            for candidate in namesByLength[b.count]
+            where zip(b, candidate.name).allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }) {
+                return candidate.rule
+            }
+            return nil
+        }
+    }
 
     /// Keeps the last four characters of a personal value so support can still search for it.
     public static func suffix(_ value: String, keep: Int = 4) -> String {
@@ -40,10 +71,10 @@ public enum Redaction {
             var out: [String: JSONValue]? = nil
             for (key, member) in object {
                 let replacement: JSONValue?
-                let lower = key.lowercased()
-                if secretKeys.contains(lower) {
+                let rule = rule(forKey: key)
+                if rule == .secret {
                     replacement = .string(placeholder)
-                } else if suffixKeys.contains(lower), case .string(let s) = member {
+                } else if rule == .suffix, case .string(let s) = member {
                     replacement = .string(suffix(s))
                 } else {
                     replacement = redactedIfChanged(member)
@@ -95,7 +126,7 @@ public enum Redaction {
                 if isSecretKey(name) {
                     out.append(contentsOf: placeholder.utf8)
                     changed = true
-                } else if suffixKeys.contains(name.lowercased()) {
+                } else if rule(forKey: name) == .suffix {
                     out.append(contentsOf: suffix(String(decoding: value, as: UTF8.self)).utf8)
                     changed = true
                 } else {

@@ -63,6 +63,19 @@ struct CoreSafetyTests {
         #expect(Redaction.redactHeader(name: "Your-Api-Key", value: "k") == Redaction.placeholder)
     }
 
+    @Test("member names match in any case, whole names only, and non-ASCII names as Unicode lower-cases them")
+    func redactionKeyNames() {
+        #expect(Redaction.isSecretKey("TOKEN") && Redaction.isSecretKey("CardNumber") && Redaction.isSecretKey("x-api-key"))
+        #expect(!Redaction.isSecretKey("tokens") && !Redaction.isSecretKey("toke") && !Redaction.isSecretKey("amount"))
+        #expect(!Redaction.isSecretKey("") && !Redaction.isSecretKey(String(repeating: "token", count: 20)))
+        #expect(Redaction.isSecretKey("to\u{212A}en"), "the Kelvin sign lower-cases to k")
+        let redacted = Redaction.redact(["MSISDN": "+46739000001", "PhoneNumber": "+46700000002", "Cvc": "123", "phones": "+46700000003"])
+        #expect(redacted["MSISDN"]?.stringValue == "…0001")
+        #expect(redacted["PhoneNumber"]?.stringValue == "…0002")
+        #expect(redacted["Cvc"]?.stringValue == Redaction.placeholder)
+        #expect(redacted["phones"]?.stringValue == "+46700000003")
+    }
+
     @Test("tokens in paths and secrets in queries are cut; everything else is left byte for byte")
     func redactionOfStrings() {
         let token = String(repeating: "a1b2c3d4e5", count: 5)
