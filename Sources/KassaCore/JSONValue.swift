@@ -144,15 +144,20 @@ extension JSONValue {
     /// Parses one JSON document (RFC 8259). Nesting is bounded so hostile
     /// input cannot exhaust the stack; invalid UTF-8 is refused.
     public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
-        let array = Array(bytes)
-        return try array.withUnsafeBufferPointer { buffer throws(JSONParseError) in
-            var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
-            return try parser.parseDocument()
+        // Parsed in place when the bytes are contiguous (an array, a native string's UTF-8),
+        // copied once otherwise.
+        let parsed = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(JSONParseError) -> JSONValue in
+                var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+                return try parser.parseDocument()
+            }
         }
+        if let parsed { return try parsed.get() }
+        return try parse(Array(bytes), maxDepth: maxDepth)
     }
 
     public static func parse(_ text: String, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
-        try parse(Array(text.utf8), maxDepth: maxDepth)
+        try parse(text.utf8, maxDepth: maxDepth)
     }
 }
 

@@ -18,6 +18,7 @@ final class StreamReader: @unchecked Sendable {
     private var iterator: WebSocketClientEvents.AsyncIterator
     private let recorder: LoadRecorder
     private let deadlines: Deadlines
+    private let deadline: Deadlines.Slot
     private let stepTimeout: Duration
     /// The seq of the last push read; the next must be one more.
     private(set) var lastSeq: Int64
@@ -33,9 +34,12 @@ final class StreamReader: @unchecked Sendable {
         self.iterator = connection.events.makeAsyncIterator()
         self.recorder = recorder
         self.deadlines = deadlines
+        self.deadline = deadlines.register(connection)
         self.stepTimeout = stepTimeout
         self.lastSeq = since
     }
+
+    deinit { deadlines.unregister(deadline) }
 
     /// Reads until the push of type `type`, which it returns. Pushes of the types in
     /// `tolerating` may come first; any other push fails the flow.
@@ -105,9 +109,9 @@ final class StreamReader: @unchecked Sendable {
 
     private func next(waitingFor what: String) async throws(FlowFailure) -> JSONValue {
         guard !closed else { throw FlowFailure("stream closed while waiting for \(what)") }
-        deadlines.arm(connection, after: stepTimeout)
+        deadline.arm(after: stepTimeout)
         let event = await iterator.next()
-        let timedOut = deadlines.disarm(connection)
+        let timedOut = deadline.disarm()
         switch event {
         case nil, .closed?:
             finish()
@@ -154,35 +158,57 @@ final class StreamReader: @unchecked Sendable {
 }
 
 /// Step deadlines for every open stream, swept by one task: an overdue stream is closed,
-/// which ends the read that waited on it.
+/// which ends the read that waited on it. Each stream has its own slot, registered once:
+/// arming and disarming a step (twice per frame) are atomic stores on the slot, not lock
+/// round trips on a table every client thread shares.
 final class Deadlines: Sendable {
-    private struct Entry {
-        let due: ContinuousClock.Instant
+    final class Slot: Sendable {
         let connection: WebSocketClientConnection
-    }
-    private let entries = Mutex<[UInt64: Entry]>([:])
-    private let expired = Mutex<Set<UInt64>>([])
+        /// Monotonic nanoseconds by which the awaited frame must arrive; 0 while nothing is awaited.
+        fileprivate let dueNs = Atomic<UInt64>(0)
+        fileprivate let expired = Atomic<Bool>(false)
 
-    func arm(_ connection: WebSocketClientConnection, after timeout: Duration) {
-        entries.withLock { $0[connection.id] = Entry(due: .now + timeout, connection: connection) }
+        init(connection: WebSocketClientConnection) { self.connection = connection }
+
+        func arm(after timeout: Duration) {
+            let ns = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
+            dueNs.store(Deadlines.nowNs() + max(ns, 1), ordering: .releasing)
+        }
+
+        /// Returns whether the deadline had passed (and the stream was closed for it).
+        func disarm() -> Bool {
+            dueNs.store(0, ordering: .releasing)
+            return expired.exchange(false, ordering: .acquiringAndReleasing)
+        }
     }
 
-    /// Returns whether the deadline had passed (and the stream was closed for it).
-    func disarm(_ connection: WebSocketClientConnection) -> Bool {
-        entries.withLock { _ = $0.removeValue(forKey: connection.id) }
-        return expired.withLock { $0.remove(connection.id) != nil }
+    private let slots = Mutex<[ObjectIdentifier: Slot]>([:])
+
+    static func nowNs() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    func register(_ connection: WebSocketClientConnection) -> Slot {
+        let slot = Slot(connection: connection)
+        slots.withLock { $0[ObjectIdentifier(slot)] = slot }
+        return slot
+    }
+
+    func unregister(_ slot: Slot) {
+        _ = slots.withLock { $0.removeValue(forKey: ObjectIdentifier(slot)) }
     }
 
     /// Closes every stream whose deadline has passed.
     func sweep() {
-        let now = ContinuousClock.now
-        let overdue = entries.withLock { e -> [Entry] in
-            let late = e.values.filter { $0.due <= now }
-            for entry in late { e[entry.connection.id] = nil }
-            return late
+        let now = Self.nowNs()
+        let overdue = slots.withLock { all in
+            all.values.filter { slot in
+                let due = slot.dueNs.load(ordering: .acquiring)
+                // Claimed here, or disarmed by its reader first: never both.
+                guard due != 0, due <= now, slot.dueNs.compareExchange(expected: due, desired: 0, ordering: .acquiringAndReleasing).exchanged
+                else { return false }
+                slot.expired.store(true, ordering: .releasing)
+                return true
+            }
         }
-        guard !overdue.isEmpty else { return }
-        expired.withLock { for entry in overdue { $0.insert(entry.connection.id) } }
-        for entry in overdue { entry.connection.close() }
+        for slot in overdue { slot.connection.close() }
     }
 }

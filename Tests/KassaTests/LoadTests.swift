@@ -90,6 +90,21 @@ struct LoadTests {
         #expect(tiny.openFilesWanted == 1_024)
     }
 
+    @Test("a step that outlives its timeout fails the flow as a timeout, and the stream is closed for it")
+    func stepTimeout() async throws {
+        let t = try TestNode()
+        t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .latency(ms: 20_000))])
+        let (status, output, report) = try await runLoad(t, scenario: """
+            {"name": "slow-upstream", "clients": 2, "iterations": 1, "flows": {"swish": 1}, "stepTimeoutSeconds": 5}
+            """)
+        #expect(status == 2)
+        #expect(report["completed"]?.intValue == 0)
+        let reasons = report["failed"]?.objectValue ?? [:]
+        #expect(reasons.count == 1 && reasons.keys.allSatisfy { $0.hasPrefix("timeout waiting for") }, "\(output)")
+        #expect(reasons.values.compactMap(\.intValue).reduce(0, +) == 2)
+        await t.stop()
+    }
+
     @Test("a wrong API key fails every flow at create with its status")
     func wrongKey() async throws {
         let t = try TestNode()
