@@ -122,11 +122,11 @@ public enum Redaction {
             let valueEnd = b[valueStart...].firstIndex(where: { $0 == 0x26 || $0 == 0x23 || $0 == 0x3B }) ?? b.count   // & # ;
             let value = b[valueStart..<valueEnd]
             if let nameStart {
-                let name = String(decoding: b[nameStart..<eq], as: UTF8.self)
-                if isSecretKey(name) {
+                let rule = rule(forKey: String(decoding: b[nameStart..<eq], as: UTF8.self))
+                if rule == .secret {
                     out.append(contentsOf: placeholder.utf8)
                     changed = true
-                } else if rule(forKey: name) == .suffix {
+                } else if rule == .suffix {
                     out.append(contentsOf: suffix(String(decoding: value, as: UTF8.self)).utf8)
                     changed = true
                 } else {
@@ -173,7 +173,7 @@ public enum Redaction {
     /// Header values that are credentials.
     public static func redactHeader(name: String, value: String) -> String {
         let lower = name.lowercased()
-        if lower == "authorization" || lower == "cookie" || lower == "set-cookie" || secretKeys.contains(lower) {
+        if lower == "authorization" || lower == "cookie" || lower == "set-cookie" || isSecretKey(name) {
             return placeholder
         }
         return value

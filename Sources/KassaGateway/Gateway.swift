@@ -35,13 +35,13 @@ public final class Gateway: EdgeHandler {
         self.upstream = upstream
         self.logger = logger
         self.router = Router(Gateway.routes)
-        allowedUpstreamHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() }
-            + [UpstreamURL(configuration.upstreamURL)?.host ?? ""])
+        let upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
+        allowedUpstreamHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + [upstreamHost])
         ipLimiter = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
         keyLimiter = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
         let metrics = self.metrics
-        metrics.prepare(upstreamHost: UpstreamURL(configuration.upstreamURL)?.host ?? "")
+        metrics.prepare(upstreamHost: upstreamHost)
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }
