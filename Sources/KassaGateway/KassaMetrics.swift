@@ -47,6 +47,38 @@ public final class KassaMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     let factory: Factory
     private let sessionStates = Mutex<[String: Int]>([:])
+    /// Handles by metric and label values, made once: recording on a hot path then skips building a
+    /// descriptor and looking the series up in the registry (about 2 % of the gateway's CPU in flows).
+    private let handles = Mutex<[HandleKey: any AnyObject & Sendable]>([:])
+
+    private struct HandleKey: Hashable {
+        let label: String
+        let labelValues: [String]
+    }
+
+    private func handle<Handle: AnyObject & Sendable>(_ label: String, _ dimensions: [(String, String)],
+                                                     make: (String, [(String, String)]) -> Handle) -> Handle {
+        let key = HandleKey(label: label, labelValues: dimensions.map(\.1))
+        return handles.withLock { handles in
+            if let cached = handles[key] as? Handle { return cached }
+            let made = make(label, dimensions)
+            handles[key] = made
+            return made
+        }
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
+        handle(label, dimensions) { CoreMetrics.Counter(label: $0, dimensions: $1, factory: factory) }
+    }
+    private func gauge(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Gauge {
+        handle(label, dimensions) { CoreMetrics.Gauge(label: $0, dimensions: $1, factory: factory) }
+    }
+    private func timer(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Timer {
+        handle(label, dimensions) { CoreMetrics.Timer(label: $0, dimensions: $1, factory: factory) }
+    }
+    private func recorder(_ label: String) -> CoreMetrics.Recorder {
+        handle(label, []) { CoreMetrics.Recorder(label: $0, dimensions: $1, factory: factory) }
+    }
 
     public init() {
         factory = Factory(registry: registry)
@@ -71,23 +103,23 @@ public final class KassaMetrics: Sendable {
     // MARK: Recording
 
     func httpRequest(route: String, status: Int, seconds: Double) {
-        Counter(label: "kassa_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory).increment()
-        Timer(label: "kassa_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+        counter("kassa_http_requests_total", [("route", route), ("status", String(status))]).increment()
+        timer("kassa_http_request_duration_seconds", [("route", route)])
             .recordNanoseconds(Int64(seconds * 1e9))
     }
 
     func webSocketOpened(open: Int) {
-        Counter(label: "kassa_websocket_opened_total", factory: factory).increment()
-        Gauge(label: "kassa_websocket_connections", factory: factory).record(open)
+        counter("kassa_websocket_opened_total").increment()
+        gauge("kassa_websocket_connections").record(open)
     }
 
     static let closeCodes: Set<UInt16> = [1000, 1001, 1002, 1003, 1006, 1007, 1008, 1009, 1011, 4008]
 
     func webSocketClosed(code: UInt16?, open: Int) {
         let label = code.map { Self.closeCodes.contains($0) ? String($0) : "other" } ?? "none"
-        Counter(label: "kassa_websocket_closed_total", dimensions: [("code", label)], factory: factory).increment()
-        Gauge(label: "kassa_websocket_connections", factory: factory).record(open)
-        if code == 4008 { Counter(label: "kassa_slow_consumer_closes_total", factory: factory).increment() }
+        counter("kassa_websocket_closed_total", [("code", label)]).increment()
+        gauge("kassa_websocket_connections").record(open)
+        if code == 4008 { counter("kassa_slow_consumer_closes_total").increment() }
     }
 
     /// `to` nil: the session left this node's memory.
@@ -98,7 +130,7 @@ public final class KassaMetrics: Sendable {
             return states
         }
         for state in [from, to].compactMap({ $0 }) {
-            Gauge(label: "kassa_sessions", dimensions: [("state", state)], factory: factory).record(counts[state] ?? 0)
+            gauge("kassa_sessions", [("state", state)]).record(counts[state] ?? 0)
         }
     }
 
@@ -106,42 +138,41 @@ public final class KassaMetrics: Sendable {
                                          "SdkProblemOccurred", "LaunchClientApp", "Show3DSecure", "Dismiss3DSecure", "ShowPaymentMenu"]
 
     func pushed(type: String) {
-        Counter(label: "kassa_pushes_total", dimensions: [("type", Self.pushTypes.contains(type) ? type : "other")], factory: factory).increment()
+        counter("kassa_pushes_total", [("type", Self.pushTypes.contains(type) ? type : "other")]).increment()
     }
 
     func pushWritten(after latency: Duration) {
-        Timer(label: "kassa_push_latency_seconds", factory: factory).record(duration: latency)
+        timer("kassa_push_latency_seconds").record(duration: latency)
     }
 
     func upstream(operation: String, status: Int?, seconds: Double) {
         let op = Self.boundedOperation(operation)
-        Counter(label: "kassa_upstream_requests_total", dimensions: [("operation", op), ("status", status.map(String.init) ?? "error")],
-                factory: factory).increment()
-        Timer(label: "kassa_upstream_request_duration_seconds", dimensions: [("operation", op)], factory: factory)
+        counter("kassa_upstream_requests_total", [("operation", op), ("status", status.map(String.init) ?? "error")]).increment()
+        timer("kassa_upstream_request_duration_seconds", [("operation", op)])
             .recordNanoseconds(Int64(seconds * 1e9))
     }
 
     func upstreamRetry(operation: String) {
-        Counter(label: "kassa_upstream_retries_total", dimensions: [("operation", Self.boundedOperation(operation))], factory: factory).increment()
+        counter("kassa_upstream_retries_total", [("operation", Self.boundedOperation(operation))]).increment()
     }
 
     func circuit(host: String, open: Bool) {
-        Gauge(label: "kassa_upstream_circuit_open", dimensions: [("host", host)], factory: factory).record(open ? 1 : 0)
+        gauge("kassa_upstream_circuit_open", [("host", host)]).record(open ? 1 : 0)
     }
 
     func eventLogBatch(count: Int, seconds: Double) {
-        Recorder(label: "kassa_eventlog_batch_size", factory: factory).record(count)
-        Timer(label: "kassa_eventlog_write_seconds", factory: factory).recordNanoseconds(Int64(seconds * 1e9))
+        recorder("kassa_eventlog_batch_size").record(count)
+        timer("kassa_eventlog_write_seconds").recordNanoseconds(Int64(seconds * 1e9))
     }
 
-    func eventLogWriteError() { Counter(label: "kassa_eventlog_write_errors_total", factory: factory).increment() }
+    func eventLogWriteError() { counter("kassa_eventlog_write_errors_total").increment() }
 
     /// Problem types are bounded: Kassa's own, the Merchant Backend's, and Swedbank Pay's; anything else is "other".
     func problem(type: String) {
         let known = type.hasPrefix(Problem.kassaPrefix) || type.hasPrefix("https://api.payex.com/psp/errordetail/")
             || ["PaymentSessionAPIRequestFailed", "PaymentSession3DSecureLoadFailed", "AbortPaymentNotAllowed",
                 "InternalInconsistencyError", "PaymentSessionEndReached"].contains(type)
-        Counter(label: "kassa_problems_total", dimensions: [("type", known && type.count <= 120 ? type : "other")], factory: factory).increment()
+        counter("kassa_problems_total", [("type", known && type.count <= 120 ? type : "other")]).increment()
     }
 
     static let operations: Set<String> = ["view-paymentsession", "prepare-payment", "expand-method", "start-payment-attempt",
@@ -155,10 +186,10 @@ public final class KassaMetrics: Sendable {
 
     /// The Prometheus text exposition, with the process figures read now.
     func scrape(eventLogQueue: Int, sqliteMemory: Int64) -> String {
-        Gauge(label: "kassa_eventlog_queue_depth", factory: factory).record(eventLogQueue)
-        Gauge(label: "kassa_sqlite_memory_bytes", factory: factory).record(sqliteMemory)
-        Gauge(label: "kassa_process_resident_memory_bytes", factory: factory).record(Self.residentBytes())
-        Gauge(label: "kassa_process_open_fds", factory: factory).record(Self.openFileDescriptors())
+        gauge("kassa_eventlog_queue_depth").record(eventLogQueue)
+        gauge("kassa_sqlite_memory_bytes").record(sqliteMemory)
+        gauge("kassa_process_resident_memory_bytes").record(Self.residentBytes())
+        gauge("kassa_process_open_fds").record(Self.openFileDescriptors())
         return registry.emitToString()
     }
 

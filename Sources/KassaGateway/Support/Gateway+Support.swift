@@ -188,7 +188,7 @@ public enum SupportQuery {
     /// Milliseconds since 1970 from an ISO 8601 time or a number of milliseconds.
     public static func time(_ value: String, _ parameter: String) throws(Invalid) -> Int64 {
         if let ms = Int64(value), ms >= 0 { return ms }
-        if let date = try? Date(value, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) ?? nil {
+        if let date = try? Date(value, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) {
             return Int64(date.timeIntervalSince1970 * 1000)
         }
         if let date = try? Date(value, strategy: Date.ISO8601FormatStyle()) { return Int64(date.timeIntervalSince1970 * 1000) }
