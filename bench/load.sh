@@ -21,6 +21,8 @@ $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-u
 gw=$!
 trap 'kill $gw $sim 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KASSA_BENCH_OUT:-}" ] || rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$gw_port/readyz" >/dev/null && break; sleep 0.1; done
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system, in clock ticks
+gw_cpu_start=$(cpu_ticks $gw); sim_cpu_start=$(cpu_ticks $sim)
 rss() { awk '/VmRSS/ {print $2}' "/proc/$gw/status"; }
 echo "t,rssKiB,fds" >"$out/samples.csv"
 start_rss=$(rss)
@@ -30,18 +32,24 @@ status=0
 ${KASSA_BENCH_LOAD_PREFIX:-} $kassa load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
   2>"$out/progress.log" || status=$?
 kill $sampler 2>/dev/null || true
+gw_cpu=$(( $(cpu_ticks $gw) - gw_cpu_start )); sim_cpu=$(( $(cpu_ticks $sim) - sim_cpu_start )); ticks=$(getconf CLK_TCK)
 end_rss=$(rss)
 metrics=$(curl -s "http://127.0.0.1:$gw_port/metrics")
 echo "$metrics" >"$out/metrics.txt"
 kill -TERM $gw; wait $gw || true   # a graceful stop flushes the event log
-python3 - "$out" "$start_rss" "$end_rss" "$metrics" <<'PY'
+python3 - "$out" "$start_rss" "$end_rss" "$metrics" "$gw_cpu" "$sim_cpu" "$ticks" <<'PY'
 import csv, json, sys, re, sqlite3
 out, start, end, metrics = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+cpu = {"gateway": int(sys.argv[5]) / int(sys.argv[7]), "simulator": int(sys.argv[6]) / int(sys.argv[7])}
 rows = list(csv.DictReader(open(out + "/samples.csv")))
 report = json.load(open(out + "/report.json"))
 peak = max(int(r["rssKiB"]) for r in rows) if rows else start
 fds = max(int(r["fds"]) for r in rows) if rows else 0
 streams = report.get("peakOpenStreams", 0)
+cpu["client"] = report.get("clientCpuSeconds", 0)
+cpu["total"] = sum(cpu.values())
+def per(count, scale):   # CPU per completed flow (ms) or per push received (µs), by process
+    return {k: round(v * scale / count, 3) for k, v in cpu.items()} if count else None
 db = sqlite3.connect(out + "/kassa.sqlite")
 def metric(name):
     m = re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % re.escape(name), metrics, re.M)
@@ -62,6 +70,10 @@ print(json.dumps({
     "sessionsStored": db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
     "pushP99Ms": report["latencyMs"].get("push", {}).get("p99"),
     "flowP99Ms": report["latencyMs"].get("flow", {}).get("p99"),
+    # Where the machine's CPU went during the run: gateway and simulator from /proc, the client from its report.
+    "cpuSeconds": {k: round(v, 2) for k, v in cpu.items()},
+    "cpuMsPerFlow": per(report["completed"], 1e3),
+    "cpuUsPerPush": per(report["pushesReceived"], 1e6),
 }))
 PY
 exit $status

@@ -151,6 +151,7 @@ final class LoadRecorder: Sendable {
                      "flows completed \(n("completed")) (\(n("flowsPerSecond"))/s), failed \(n("failedTotal"))",
                      "pushes \(n("pushesReceived")) (\(n("pushesPerSecond"))/s), frames \(n("framesReceived")) (\(n("framesPerSecond"))/s), peak streams \(n("peakOpenStreams"))",
                      "connection errors \(n("connectionErrors")), protocol errors \(n("protocolErrors"))"]
+        if report["clientCpuSeconds"] != nil { lines.append("client CPU \(n("clientCpuSeconds")) s") }
         if let byFlow = report["completedByFlow"]?.objectValue, !byFlow.isEmpty {
             lines.append("completed by flow: " + byFlow.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.intValue ?? 0)" }.joined(separator: ", "))
         }

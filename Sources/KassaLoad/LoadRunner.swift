@@ -49,6 +49,7 @@ public final class LoadRunner: Sendable {
     /// Runs the scenario to its end; `progress` gets one line a second. Returns the JSON report.
     public func run(progress: @escaping @Sendable (String) -> Void) async -> JSONValue {
         let started = ContinuousClock.now
+        let cpuAtStart = Self.processCPUSeconds()
         let end = scenario.durationSeconds.map { started + .milliseconds(Int64($0 * 1000)) }
         let timeline = TimelineRecorder()
         let ticker = Task { [recorder, deadlines] in
@@ -88,9 +89,19 @@ public final class LoadRunner: Sendable {
         var report = recorder.report(scenario: scenario, url: target.base, durationSeconds: seconds)
         if case .object(var o) = report {
             o["timeline"] = .array(timeline.entries())
+            // The client shares the machine with what it loads: its CPU shows whether it was the bound.
+            o["clientCpuSeconds"] = .number(((Self.processCPUSeconds() - cpuAtStart) * 1000).rounded() / 1000)
             report = .object(o)
         }
         return report
+    }
+
+    /// User and system CPU time of this process so far.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return 0 }
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     private func virtualClient(_ index: Int, started: ContinuousClock.Instant, end: ContinuousClock.Instant?) async {

@@ -34,6 +34,9 @@ struct LoadTests {
         let byFlow = report["completedByFlow"]?.objectValue?.values.compactMap(\.intValue).reduce(0, +)
         #expect(byFlow == 18)
         #expect((report["durationSeconds"]?.doubleValue ?? 0) > 0)
+        // Its own CPU: more than nothing, and no more than its threads (2) and the runtime's could use in the run.
+        let cpu = report["clientCpuSeconds"]?.doubleValue ?? -1
+        #expect(cpu > 0 && cpu < 8 * (report["durationSeconds"]?.doubleValue ?? 0), "clientCpuSeconds \(cpu)")
         for step in ["create", "subscribe", "firstEvent", "push", "flow", "ping→pong"] {
             let s = report["latencyMs"]?[step]
             #expect((s?["count"]?.intValue ?? 0) > 0, "no \(step) latencies")
