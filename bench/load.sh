@@ -5,11 +5,12 @@
 #   {"rssStartKiB", "rssPeakKiB", "rssEndKiB", "fdsPeak", "perStreamKiB", "droppedEvents", ...}
 # Usage: bench/load.sh SCENARIO [extra kassa load options…]
 #   KASSA_BENCH_OUT=dir keeps the report, samples and logs there (default: a temp dir, deleted).
+#   KASSA_BENCH_BIN=path uses that kassa binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario="$1"; shift
-swift build -c release --product kassa >/dev/null
-kassa=.build/release/kassa
+# KASSA_BENCH_BIN=path runs that kassa binary instead of building (side-by-side runs of two builds).
+if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else swift build -c release --product kassa >/dev/null; kassa=.build/release/kassa; fi
 out="${KASSA_BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"
 rm -f "$out"/kassa.sqlite*   # a fresh database: a previous run's sessions would be recovered

@@ -486,41 +486,44 @@ extension EdgeServer {
 
     private func drainOutbox() {
         heartbeat()
-        for command in loop.take() {
-            switch command {
-            case .response(let id, let response):
-                confined.httpInFlight -= 1
-                if let conn = confined.connections[id] {
-                    conn.pendingResponse = response
-                    lws_callback_on_writable(conn.wsi)
-                }
-                finishShutdownIfIdle()
-            case .send(let id, let frame, let stamp):
-                guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { continue }
-                if conn.outboundBytes + frame.count > configuration.maxOutboundBytes {
-                    conn.outbound.removeAll()
-                    conn.outboundHead = 0
-                    conn.outboundBytes = 0
-                    conn.pendingClose = (WebSocketCloseCode.slowConsumer, "slow consumer: resume with since")
-                } else {
-                    conn.outbound.append((frame, stamp))
-                    conn.outboundBytes += frame.count
-                }
+        for command in loop.take() { apply(command) }
+    }
+
+    /// Applies one command on the service thread.
+    func apply(_ command: Command) {
+        switch command {
+        case .response(let id, let response):
+            confined.httpInFlight -= 1
+            if let conn = confined.connections[id] {
+                conn.pendingResponse = response
                 lws_callback_on_writable(conn.wsi)
-            case .close(let id, let code, let reason):
-                guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { continue }
-                conn.pendingClose = (code, reason)
-                lws_callback_on_writable(conn.wsi)
-            case .shutdown:
-                confined.draining = true
-                for conn in confined.connections.values where conn.kind == .webSocket && conn.pendingClose == nil {
-                    conn.pendingClose = (WebSocketCloseCode.goingAway, "server shutting down")
-                    lws_callback_on_writable(conn.wsi)
-                }
-                finishShutdownIfIdle()
-            case .forceExit:
-                loop.requestExit()
             }
+            finishShutdownIfIdle()
+        case .send(let id, let frame, let stamp):
+            guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { return }
+            if conn.outboundBytes + frame.count > configuration.maxOutboundBytes {
+                conn.outbound.removeAll()
+                conn.outboundHead = 0
+                conn.outboundBytes = 0
+                conn.pendingClose = (WebSocketCloseCode.slowConsumer, "slow consumer: resume with since")
+            } else {
+                conn.outbound.append((frame, stamp))
+                conn.outboundBytes += frame.count
+            }
+            lws_callback_on_writable(conn.wsi)
+        case .close(let id, let code, let reason):
+            guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { return }
+            conn.pendingClose = (code, reason)
+            lws_callback_on_writable(conn.wsi)
+        case .shutdown:
+            confined.draining = true
+            for conn in confined.connections.values where conn.kind == .webSocket && conn.pendingClose == nil {
+                conn.pendingClose = (WebSocketCloseCode.goingAway, "server shutting down")
+                lws_callback_on_writable(conn.wsi)
+            }
+            finishShutdownIfIdle()
+        case .forceExit:
+            loop.requestExit()
         }
     }
 

@@ -161,7 +161,12 @@ public final class EdgeServer: @unchecked Sendable {
 
     // MARK: Posting work to the service thread
 
-    func post(_ command: Command) { loop.post(command) }
+    func post(_ command: Command) {
+        switch command {
+        case .send, .response, .close: loop.postOrRun(command) { apply($0) }
+        case .shutdown, .forceExit: loop.post(command)
+        }
+    }
 
     /// Queues one text message for a WebSocket. Safe from any thread.
     public func send(_ connectionID: UInt64, text: String) {

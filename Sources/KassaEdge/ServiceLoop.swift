@@ -16,6 +16,8 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     /// destroyed are dropped, so nothing wakes a freed context.
     private let outbox = Mutex<(commands: [Command], alive: Bool)>(([], true))
     private let exitRequested = Atomic<Bool>(false)
+    /// The service thread's pthread id once it runs (0 before).
+    private let serviceThread = Atomic<UInt>(0)
     private(set) var context: OpaquePointer?
     private let eventLoop: OpaquePointer?
     private let foreignLoops = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
@@ -45,6 +47,7 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         started = true
         let thread = Thread { [self] in
             guard let context = self.context else { return }
+            serviceThread.store(UInt(pthread_self()), ordering: .releasing)
             if let eventLoop {
                 let tick = kassa_ev_tick_start(eventLoop, context, 0.1)
                 kassa_ev_run(eventLoop)
@@ -75,6 +78,19 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
             if box.commands.count == 1 { lws_cancel_service(context) }
             return true
         }
+    }
+
+    /// Runs `command` at once when called on the service thread with nothing queued (an answer
+    /// made inside a callback, such as a pong): it needs no wake-up, and everything posted before
+    /// it has already run, so the order of commands is kept. Otherwise queues it like `post`.
+    @discardableResult
+    func postOrRun(_ command: Command, _ run: (Command) -> Void) -> Bool {
+        let onServiceThread = serviceThread.load(ordering: .acquiring) == UInt(pthread_self())
+        if onServiceThread, outbox.withLock({ $0.alive && $0.commands.isEmpty }) {
+            run(command)
+            return true
+        }
+        return post(command)
     }
 
     /// On the service thread: the commands posted since the last call. Ends the loop

@@ -37,6 +37,30 @@ struct EdgeWebSocketTests {
         #expect(close == WebSocketCloseCode.normal)
     }
 
+    @Test("frames sent on the service thread and from other threads all arrive, each source's in its order")
+    func framesFromBothSides() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let count = 2_000
+        let texts = try await onThread { () -> [String] in
+            let socket = try RawSocket(port: port)
+            _ = try socket.upgrade(path: "/ws")
+            _ = socket.readFrame()
+            var texts: [String] = []
+            for round in 0..<3 {
+                try socket.sendText("mixed:\(count)")
+                for _ in 0..<(2 * count) { texts.append((socket.readFrame()?.text ?? "none") + "/\(round)") }
+            }
+            return texts
+        }
+        for round in 0..<3 {
+            let frames = texts.filter { $0.hasSuffix("/\(round)") }.map { $0.split(separator: "/")[0] }
+            #expect(frames.filter { $0.hasPrefix("s") } == (0..<count).map { "s\($0)"[...] }, "service-thread frames, round \(round)")
+            #expect(frames.filter { $0.hasPrefix("t") } == (0..<count).map { "t\($0)"[...] }, "other-thread frames, round \(round)")
+        }
+    }
+
     @Test("connections are tracked by their own ids")
     func distinctIDs() async throws {
         let (server, _) = try startTestEdge()

@@ -59,6 +59,11 @@ final class TestEdgeHandler: EdgeHandler {
             let count = Int(parts[1]) ?? 0, size = Int(parts[2]) ?? 0
             let payload = String(repeating: "x", count: size)
             for _ in 0..<count { server.send(connectionID, text: payload) }
+        } else if text.hasPrefix("mixed:") {
+            // Frames from the service thread (answered at once) and from another thread (queued) together.
+            let count = Int(text.dropFirst("mixed:".count)) ?? 0
+            Thread.detachNewThread { for i in 0..<count { server.send(connectionID, text: "t\(i)") } }
+            for i in 0..<count { server.send(connectionID, text: "s\(i)") }
         } else if text == "bye" {
             server.close(connectionID, code: WebSocketCloseCode.normal, reason: "bye")
         } else {
