@@ -34,6 +34,9 @@ final class EdgeConnection {
     var pingSentMs: Int64 = 0
     var pingDue = false
 
+    /// An open WebSocket with no frame, ping or close waiting for a writeable callback.
+    var hasNothingToWrite: Bool { kind == .webSocket && pendingClose == nil && outboundHead == outbound.count && !pingDue }
+
     init(id: UInt64, wsi: OpaquePointer, kind: Kind) {
         self.id = id
         self.wsi = wsi
@@ -391,26 +394,30 @@ extension EdgeServer {
             if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
             return 0
         }
-        if conn.outboundHead < conn.outbound.count {
-            if conn.outbound.count - conn.outboundHead > 1 {
-                if writeCoalesced(conn) < 0 { return -1 }
-            } else {
-                var (frame, stamp) = takeOutbound(conn)
-                let pre = kassa_lws_pre
-                let n = frame.withUnsafeMutableBufferPointer { buf in
-                    lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
-                }
-                if n < 0 { return -1 }
-                if let stamp { handler.frameWritten(after: stamp.duration(to: .now)) }
-            }
-            if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
-                lws_callback_on_writable(conn.wsi)
-            }
-            return 0
-        }
+        if conn.outboundHead < conn.outbound.count { return writeFrames(conn) }
         if let close = conn.pendingClose {
             closeNow(conn, code: close.code, reason: close.reason)
             return -1
+        }
+        return 0
+    }
+
+    /// Writes the queued frames (several in one write when more than one waits); asks for
+    /// another writeable callback when some remain or a close is pending.
+    private func writeFrames(_ conn: EdgeConnection) -> Int32 {
+        if conn.outbound.count - conn.outboundHead > 1 {
+            if writeCoalesced(conn) < 0 { return -1 }
+        } else {
+            var (frame, stamp) = takeOutbound(conn)
+            let pre = kassa_lws_pre
+            let n = frame.withUnsafeMutableBufferPointer { buf in
+                lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
+            }
+            if n < 0 { return -1 }
+            if let stamp { handler.frameWritten(after: stamp.duration(to: .now)) }
+        }
+        if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
+            lws_callback_on_writable(conn.wsi)
         }
         return 0
     }
@@ -486,11 +493,34 @@ extension EdgeServer {
 
     private func drainOutbox() {
         heartbeat()
-        for command in loop.take() { apply(command) }
+        // Frames for a WebSocket with nothing else waiting to be written are written at the end
+        // of this pass rather than one loop pass later, on its writeable callback: a push reaches
+        // its subscribers sooner, and no poll change is made for it. lws keeps what the socket
+        // does not take and sends it first, so the order holds.
+        var writeNow: [EdgeConnection] = []
+        var writeNowIDs: Set<UInt64> = []
+        for command in loop.take() {
+            if case .send(let id, _, _) = command, let conn = confined.connections[id],
+               writeNowIDs.contains(id) || conn.hasNothingToWrite {
+                apply(command, armWriteable: false)
+                if writeNowIDs.insert(id).inserted { writeNow.append(conn) }
+            } else {
+                apply(command)
+            }
+        }
+        for conn in writeNow {
+            guard conn.pendingClose == nil, conn.outboundHead < conn.outbound.count, lws_partial_buffered(conn.wsi) == 0 else {
+                lws_callback_on_writable(conn.wsi)
+                continue
+            }
+            // A failed write leaves the socket unusable; outside its own callback the connection
+            // is closed the way lws allows from anywhere on this thread.
+            if writeFrames(conn) < 0 { lws_set_timeout(conn.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        }
     }
 
-    /// Applies one command on the service thread.
-    func apply(_ command: Command) {
+    /// Applies one command on the service thread; `armWriteable` false: the caller writes the frame itself.
+    func apply(_ command: Command, armWriteable: Bool = true) {
         switch command {
         case .response(let id, let response):
             confined.httpInFlight -= 1
@@ -510,7 +540,7 @@ extension EdgeServer {
                 conn.outbound.append((frame, stamp))
                 conn.outboundBytes += frame.count
             }
-            lws_callback_on_writable(conn.wsi)
+            if armWriteable || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
         case .close(let id, let code, let reason):
             guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { return }
             conn.pendingClose = (code, reason)

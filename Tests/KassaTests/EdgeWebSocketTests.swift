@@ -144,6 +144,9 @@ struct EdgeWebSocketTests {
         // Server-side batches with 64-bit lengths and past the batch limit.
         connection.send("flood:5:70000")
         for _ in 0..<5 { #expect(await nextText() == String(repeating: "x", count: 70_000)) }
+        // The same from another thread: written as the outbox is drained, larger than one send takes.
+        connection.send("flood-elsewhere:5:70000")
+        for _ in 0..<5 { #expect(await nextText() == String(repeating: "x", count: 70_000)) }
         connection.close()
     }
 
@@ -169,8 +172,9 @@ struct EdgeWebSocketTests {
         #expect(code == WebSocketCloseCode.unsupportedData)
     }
 
-    @Test("a consumer that does not read is closed with 4008 once its queue passes the bound")
-    func slowConsumer() async throws {
+    @Test("a consumer that does not read is closed with 4008 once its queue passes the bound",
+          arguments: ["flood", "flood-elsewhere"])
+    func slowConsumer(flood: String) async throws {
         let (server, handler) = try startTestEdge { $0.maxOutboundBytes = 64 * 1024 }
         defer { Task { await server.stop() } }
         let port = server.port
@@ -179,7 +183,7 @@ struct EdgeWebSocketTests {
             _ = try socket.upgrade(path: "/ws")
             _ = socket.readFrame()
             // 40 MB queued at once: far more than the socket buffers and the 64 KiB bound hold.
-            try socket.sendText("flood:4000:10000")
+            try socket.sendText("\(flood):4000:10000")
             Thread.sleep(forTimeInterval: 0) // no pause: the bound is hit while we are not reading
             var dataFrames = 0
             let close = socket.readFrame(until: { frame in

@@ -54,11 +54,16 @@ final class TestEdgeHandler: EdgeHandler {
 
     func webSocketReceived(_ connectionID: UInt64, text: String) {
         guard let server else { return }
-        if text.hasPrefix("flood:") {
+        if text.hasPrefix("flood:") || text.hasPrefix("flood-elsewhere:") {
+            // COUNT frames of SIZE bytes, sent on this (the service) thread or from another one.
             let parts = text.split(separator: ":")
             let count = Int(parts[1]) ?? 0, size = Int(parts[2]) ?? 0
             let payload = String(repeating: "x", count: size)
-            for _ in 0..<count { server.send(connectionID, text: payload) }
+            if text.hasPrefix("flood-elsewhere:") {
+                Thread.detachNewThread { for _ in 0..<count { server.send(connectionID, text: payload) } }
+            } else {
+                for _ in 0..<count { server.send(connectionID, text: payload) }
+            }
         } else if text.hasPrefix("mixed:") {
             // Frames from the service thread (answered at once) and from another thread (queued) together.
             let count = Int(text.dropFirst("mixed:".count)) ?? 0
