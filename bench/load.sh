@@ -9,7 +9,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario="$1"; shift
-# KASSA_BENCH_BIN=path runs that kassa binary instead of building (side-by-side runs of two builds).
 if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else swift build -c release --product kassa >/dev/null; kassa=.build/release/kassa; fi
 out="${KASSA_BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"

@@ -497,18 +497,17 @@ extension EdgeServer {
         // of this pass rather than one loop pass later, on its writeable callback: a push reaches
         // its subscribers sooner, and no poll change is made for it. lws keeps what the socket
         // does not take and sends it first, so the order holds.
-        var writeNow: [EdgeConnection] = []
-        var writeNowIDs: Set<UInt64> = []
+        var writeNow: [UInt64: EdgeConnection] = [:]
         for command in loop.take() {
             if case .send(let id, _, _) = command, let conn = confined.connections[id],
-               writeNowIDs.contains(id) || conn.hasNothingToWrite {
+               writeNow[id] != nil || conn.hasNothingToWrite {
                 apply(command, armWriteable: false)
-                if writeNowIDs.insert(id).inserted { writeNow.append(conn) }
+                writeNow[id] = conn
             } else {
                 apply(command)
             }
         }
-        for conn in writeNow {
+        for conn in writeNow.values {
             guard conn.pendingClose == nil, conn.outboundHead < conn.outbound.count, lws_partial_buffered(conn.wsi) == 0 else {
                 lws_callback_on_writable(conn.wsi)
                 continue

@@ -85,8 +85,8 @@ public final class KassaMetrics: Sendable {
         // Every metric appears in the first scrape, so dashboards and alerts never see "no data".
         for metric in Self.catalogue where metric.labels.isEmpty {
             switch metric.kind {
-            case .counter: Counter(label: metric.name, factory: factory).increment(by: 0)
-            case .gauge: Gauge(label: metric.name, factory: factory).record(0)
+            case .counter: counter(metric.name).increment(by: 0)
+            case .gauge: gauge(metric.name).record(0)
             case .histogram: break
             }
         }
@@ -96,7 +96,7 @@ public final class KassaMetrics: Sendable {
     func prepare(upstreamHost: String) {
         circuit(host: upstreamHost, open: false)
         for operation in Self.operations.sorted() {
-            Counter(label: "kassa_upstream_retries_total", dimensions: [("operation", operation)], factory: factory).increment(by: 0)
+            counter("kassa_upstream_retries_total", [("operation", operation)]).increment(by: 0)
         }
     }
 

@@ -171,8 +171,7 @@ final class Deadlines: Sendable {
         init(connection: WebSocketClientConnection) { self.connection = connection }
 
         func arm(after timeout: Duration) {
-            let ns = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
-            dueNs.store(Deadlines.nowNs() + max(ns, 1), ordering: .releasing)
+            dueNs.store(Deadlines.nowNs() + max(LoadRecorder.microseconds(timeout) * 1_000, 1), ordering: .releasing)
         }
 
         /// Returns whether the deadline had passed (and the stream was closed for it).
