@@ -48,7 +48,7 @@ public final class KassaMetrics: Sendable {
     let factory: Factory
     private let sessionStates = Mutex<[String: Int]>([:])
     /// Handles by metric and label values, made once: recording on a hot path then skips building a
-    /// descriptor and looking the series up in the registry (about 2 % of the gateway's CPU in flows).
+    /// descriptor and looking the series up in the registry.
     private let handles = Mutex<[HandleKey: any AnyObject & Sendable]>([:])
 
     private struct HandleKey: Hashable {

@@ -2,8 +2,7 @@ import Foundation
 import KassaCore
 import KassaEdge
 
-/// The PaymentSession API as the Mobile SDKs use it (see
-/// shared/research/paymentsession-api.md). Every call answers the whole
+/// The PaymentSession API as the Mobile SDKs use it. Every call answers the whole
 /// PaymentOutputModel; what operations it lists depends on the session's state.
 struct SimulatedSession: Sendable {
     enum Outcome: String, Sendable { case success, declined, payerCancelled }

@@ -38,8 +38,7 @@ public final class Store: Sendable {
     /// transaction that rebalanced an index: the rebalance parks a page under the number of the
     /// page holding the lock byte (1 GiB / page size + 1), which is past the database's end, and
     /// the commit then drops pages past the end by scanning the cache's entire hash table.
-    /// That walk costs in proportion to the cache (perf: 6 % of the gateway's CPU with 64 MiB;
-    /// see bench/RESULTS.md), so the cache stays small there. Past 1 GiB no page is ever past
+    /// That walk costs in proportion to the cache, so the cache stays small there. Past 1 GiB no page is ever past
     /// the end and the walk never happens.
     static func writerCacheKiB(pages: Int, pageSize: Int) -> Int {
         let lockBytePage = (1 << 30) / max(pageSize, 512) + 1

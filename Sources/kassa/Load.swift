@@ -66,8 +66,7 @@ struct Load: AsyncParsableCommand {
 /// Sets the soft limit on open files to what the scenario can hold at once, at most the hard
 /// limit. Not simply the hard limit: libwebsockets sizes each context's descriptor table by it
 /// and scans the whole table whenever a socket opens or closes (a consistency check in the
-/// distribution's build), which was 5 % of the client's CPU in `push.json` with a 20 000
-/// limit for 640 sockets.
+/// distribution's build): a limit far above the sockets in use makes every open and close slow.
 func sizeOpenFileLimit(for plan: Scenario) {
     var limit = rlimit()
     guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }

@@ -28,8 +28,7 @@ public struct SessionCall: Sendable, Equatable {
 }
 
 /// The server-side PaymentSession: a state machine with no I/O. It does what
-/// the Mobile SDK does on the device (shared/research/paymentsession-api.md,
-/// "Client state machine"): fed upstream answers and client commands, it
+/// the Mobile SDK does on the device (the SDKs' PaymentSession step handling): fed upstream answers and client commands, it
 /// returns the effects to run — upstream calls, pushes, a poll timer.
 ///
 /// ```swift
