@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "Kassa",
-    platforms: [.macOS(.v15)],
+    // Supported on Linux only (Debian 12 and later): the edge runs libwebsockets on libev, and
+    // both come from the distribution's packages. No Apple platform is built or tested.
     products: [
         .executable(name: "kassa", targets: ["kassa"]),
     ],
@@ -14,16 +15,18 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // Client tokens (ChaCha20-Poly1305, HKDF) and digests: library crypto, never our own.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module below.
         .systemLibrary(name: "CLibWebSockets", pkgConfig: "libwebsockets",
-                       providers: [.apt(["libwebsockets-dev"])]),
+                       providers: [.apt(["libwebsockets-dev", "libev-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Domain: no I/O.
-        .target(name: "KassaCore"),
+        .target(name: "KassaCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // libwebsockets HTTP + WebSocket server.
         .target(name: "KassaEdge", dependencies: [
             "KassaCore", "CLibWebSockets",

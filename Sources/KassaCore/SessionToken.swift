@@ -1,87 +1,144 @@
-/// A session's client token: `<nonce>.<sealed payload>.<mac>`. The payload names
-/// the session and its view-paymentsession href; it is encrypted (a keystream of
-/// HMAC-SHA-256 blocks under the cluster secret and a 128-bit random nonce, as in
-/// counter mode) so the client never learns the upstream href, then MACed
-/// (HMAC-SHA-256, encrypt-then-MAC). Any node with the secret can check it and,
-/// for a session it has never seen, pick the session up from upstream.
+import Crypto
+import Foundation
+
+/// A session's client token: `kt1.<key id>.<expiry>.<sealed>`.
+///
+/// `sealed` is ChaCha20-Poly1305 (swift-crypto) over `{"s": session id, "h": view-paymentsession
+/// href}` with the prefix, key id and expiry as authenticated data, so the client never learns the
+/// upstream href and cannot move the expiry. The key is derived from a cluster secret with HKDF; the
+/// key id names which secret sealed it, so secrets can be rotated: the first seals, all open. Any
+/// node with the secret can open a token and, for a session it has never seen, pick it up upstream.
 public struct SessionToken: Sendable, Equatable {
+    public static let version = "kt1"
+
     public var sessionID: String
     public var href: String
+    /// Unix seconds after which the token is refused.
+    public var expiresAt: Int64
 
-    public init(sessionID: String, href: String) {
+    public init(sessionID: String, href: String, expiresAt: Int64) {
         self.sessionID = sessionID
         self.href = href
+        self.expiresAt = expiresAt
     }
 
-    public static func issue(sessionID: String, href: String, secret: String) -> String {
-        let nonce = Secrets.randomHex(bytes: 16)
+    /// The parts readable without a key: enough to refuse an old-format or expired token early.
+    public struct Header: Sendable, Equatable {
+        public var keyID: String
+        public var expiresAt: Int64
+    }
+
+    public static func issue(sessionID: String, href: String, expiresAt: Int64, keys: TokenKeys) -> String {
+        let key = keys.sealing
+        let head = "\(version).\(key.id).\(expiresAt)"
         let payload = JSONValue.object(["s": .string(sessionID), "h": .string(href)]).bytes
-        let sealed = nonce + "." + Base64URL.encode(xor(payload, keystream(secret: secret, nonce: nonce, count: payload.count)))
-        return sealed + "." + HMACSHA256.hex(key: "mac:" + secret, message: sealed)
+        // Sealing with a fresh random nonce cannot fail for a 32-byte key.
+        let box = try! ChaChaPoly.seal(payload, using: key.key, authenticating: Array(head.utf8))
+        return head + "." + Base64URL.encode(Array(box.combined))
     }
 
-    /// The session and href a token vouches for, or nil when it is not one of ours.
-    public static func verify(_ token: String, secret: String) -> SessionToken? {
+    /// The header of a token in the current format, or nil.
+    public static func header(_ token: String) -> Header? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 32, parts[1].count <= 4096 else { return nil }
-        let sealed = parts[0] + "." + parts[1]
-        guard Secrets.constantTimeEquals(String(parts[2]), HMACSHA256.hex(key: "mac:" + secret, message: String(sealed))),
-              let cipher = Base64URL.decode(String(parts[1])) else { return nil }
-        let plain = xor(cipher, keystream(secret: secret, nonce: String(parts[0]), count: cipher.count))
-        guard let payload = try? JSONValue.parse(plain), let id = payload["s"]?.stringValue, let href = payload["h"]?.stringValue
-        else { return nil }
-        return SessionToken(sessionID: id, href: href)
+        guard parts.count == 4, parts[0] == version, parts[1].count == TokenKeys.keyIDLength,
+              parts[2].utf8.count <= 12, parts[2].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let expiry = Int64(parts[2]), parts[3].utf8.count <= 4096 else { return nil }
+        return Header(keyID: String(parts[1]), expiresAt: expiry)
     }
 
-    static func keystream(secret: String, nonce: String, count: Int) -> [UInt8] {
-        var out: [UInt8] = []
-        var block = 0
-        while out.count < count {
-            out += HMACSHA256.mac(key: Array(("enc:" + secret).utf8), message: Array("\(nonce).\(block)".utf8))
-            block += 1
+    /// What a token vouches for, or nil when no key of ours sealed it (expiry is not checked here).
+    public static func open(_ token: String, keys: TokenKeys) -> SessionToken? {
+        guard let header = header(token), let key = keys.key(id: header.keyID) else { return nil }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        let head = parts[0...2].joined(separator: ".")
+        guard let combined = Base64URL.decode(String(parts[3])),
+              let box = try? ChaChaPoly.SealedBox(combined: combined),
+              let plain = try? ChaChaPoly.open(box, using: key, authenticating: Array(head.utf8)),
+              let payload = try? JSONValue.parse(Array(plain)),
+              let id = payload["s"]?.stringValue, let href = payload["h"]?.stringValue else { return nil }
+        return SessionToken(sessionID: id, href: href, expiresAt: header.expiresAt)
+    }
+}
+
+/// The keys client tokens are sealed with, derived from the cluster secrets.
+public struct TokenKeys: Sendable {
+    public struct Key: Sendable {
+        public let id: String
+        let key: SymmetricKey
+    }
+
+    static let keyIDLength = 8
+    /// The key new tokens are sealed with (the first secret's).
+    public let sealing: Key
+    let all: [Key]
+
+    /// Why a secret is refused at start-up: too short, or too few distinct characters to be random.
+    public static func weakness(of secret: String) -> String? {
+        let bytes = Array(secret.utf8)
+        if bytes.count < 32 { return "is \(bytes.count) bytes long; use at least 32 random bytes (e.g. 64 hex digits)" }
+        if Set(bytes).count < 8 { return "has fewer than 8 distinct characters; use a random value" }
+        return nil
+    }
+
+    public struct WeakSecret: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// `secrets`: the first seals new tokens; every one opens tokens (rotation).
+    public init(secrets: [String]) throws(WeakSecret) {
+        let secrets = secrets.filter { !$0.isEmpty }
+        guard !secrets.isEmpty else { throw WeakSecret(description: "the cluster secret is empty") }
+        var keys: [Key] = []
+        for (index, secret) in secrets.enumerated() {
+            if let weakness = Self.weakness(of: secret) {
+                throw WeakSecret(description: "cluster secret \(index + 1) \(weakness)")
+            }
+            let material = SymmetricKey(data: Array(secret.utf8))
+            let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, salt: Array("kassa client token".utf8),
+                                              info: Array("kt1 seal".utf8), outputByteCount: 32)
+            let idBytes = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, salt: Array("kassa client token".utf8),
+                                                  info: Array("kt1 key id".utf8), outputByteCount: Self.keyIDLength / 2)
+            let id = idBytes.withUnsafeBytes { Hashing.hex(Array($0)) }
+            keys.append(Key(id: id, key: key))
         }
-        return Array(out.prefix(count))
+        sealing = keys[0]
+        all = keys
     }
 
-    static func xor(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] { zip(a, b).map { $0 ^ $1 } }
+    func key(id: String) -> SymmetricKey? { all.first { $0.id == id }?.key }
+}
+
+/// Digests from swift-crypto, as hex.
+public enum Hashing {
+    public static func sha256Hex(_ text: String) -> String {
+        hex(Array(SHA256.hash(data: Array(text.utf8))))
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }
 
 /// Base64 with the URL alphabet and no padding (RFC 4648 §5).
 public enum Base64URL {
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
     public static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 4 / 3 + 4)
-        var i = 0
-        while i < bytes.count {
-            let b0 = bytes[i], b1 = i + 1 < bytes.count ? bytes[i + 1] : 0, b2 = i + 2 < bytes.count ? bytes[i + 2] : 0
-            out.append(alphabet[Int(b0 >> 2)])
-            out.append(alphabet[Int((b0 & 0x03) << 4 | b1 >> 4)])
-            if i + 1 < bytes.count { out.append(alphabet[Int((b1 & 0x0F) << 2 | b2 >> 6)]) }
-            if i + 2 < bytes.count { out.append(alphabet[Int(b2 & 0x3F)]) }
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
+        var text = Data(bytes).base64EncodedString()
+        while text.last == "=" { text.removeLast() }
+        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
     public static func decode(_ text: String) -> [UInt8]? {
-        var values: [UInt8] = []
-        for c in text.utf8 {
-            guard let v = alphabet.firstIndex(of: c) else { return nil }
-            values.append(UInt8(v))
-        }
-        guard values.count % 4 != 1 else { return nil }
-        var out: [UInt8] = []
-        var i = 0
-        while i < values.count {
-            let n = min(4, values.count - i)
-            let v0 = values[i], v1 = values[i + 1], v2 = n > 2 ? values[i + 2] : 0, v3 = n > 3 ? values[i + 3] : 0
-            out.append(v0 << 2 | v1 >> 4)
-            if n > 2 { out.append((v1 & 0x0F) << 4 | v2 >> 2) }
-            if n > 3 { out.append((v2 & 0x03) << 6 | v3) }
-            i += 4
-        }
-        return out
+        guard text.utf8.allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "=") }) else { return nil }
+        var standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        guard standard.utf8.count % 4 != 1 else { return nil }
+        while standard.utf8.count % 4 != 0 { standard.append("=") }
+        return Data(base64Encoded: standard).map(Array.init)
     }
 }

@@ -28,8 +28,12 @@ public final class Gateway: EdgeHandler {
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
     /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
     let allowedUpstreamHosts: Set<String>
+    /// Keys for client tokens, from the cluster secrets.
+    let tokenKeys: TokenKeys
 
-    public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) {
+    /// Throws `TokenKeys.WeakSecret` for a cluster secret that is short or weak.
+    public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) throws {
+        tokenKeys = try TokenKeys(secrets: configuration.clusterSecrets)
         self.configuration = configuration
         self.store = store
         self.upstream = upstream
@@ -97,7 +101,7 @@ public final class Gateway: EdgeHandler {
         var wait = ipLimiter?.withLock { $0.take(request.remoteAddress, now: now) }
         if wait == nil, let key = request.headers[MerchantAPI.apiKeyHeader], !key.isEmpty {
             // Keys are held as digests, so the limiter's memory holds no secret.
-            wait = keyLimiter?.withLock { $0.take(SHA256.hex(key), now: now) }
+            wait = keyLimiter?.withLock { $0.take(Hashing.sha256Hex(key), now: now) }
         }
         guard let wait else { return nil }
         let seconds = max(1, Int(wait.rounded(.up)))

@@ -44,9 +44,12 @@ public struct GatewayConfiguration: Sendable {
     /// following it, stays in memory; after that a command or a subscription reads it back
     /// from the store and upstream (an abandoned checkout does not hold memory for ever).
     public var waitingSessionMemorySeconds: Double = 120
-    /// Signs client tokens. Nodes that share it can pick up each other's sessions; by default
-    /// each process makes its own, and its tokens work only on it.
-    public var clusterSecret = Secrets.randomHex(bytes: 32)
+    /// Seal client tokens: the first seals new ones, every one opens them (rotation). Nodes that
+    /// share them can pick up each other's sessions; by default each process draws its own, and
+    /// its tokens work only on it. Each must be at least 32 bytes with 8 distinct characters.
+    public var clusterSecrets = [Secrets.randomHex(bytes: 32)]
+    /// Seconds a client token is valid after its session was created.
+    public var clientTokenMaxAgeSeconds = 86_400
 
     public static let defaultTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
 

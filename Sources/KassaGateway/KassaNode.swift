@@ -42,7 +42,13 @@ public final class KassaNode: Sendable {
             simulator = nil
         }
         upstream = UpstreamClient(maxCachedConnections: gatewayConfiguration.upstreamKeptConnections)
-        gateway = Gateway(configuration: gatewayConfiguration, store: store, upstream: upstream, logger: logger)
+        do {
+            gateway = try Gateway(configuration: gatewayConfiguration, store: store, upstream: upstream, logger: logger)
+        } catch {
+            upstream.shutdown()
+            if let simulator { Task { await simulator.stop() } }
+            throw error
+        }
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
         self.logger = logger
         gateway.attach(edge)

@@ -69,8 +69,10 @@ struct Serve: AsyncParsableCommand {
     var endedSessionSeconds: Int?
     @Option(name: .customLong("waiting-session-seconds"), help: "Seconds a session waiting for the payer's choice, followed by no stream, stays in memory; later it is read from the database and upstream. (KASSA_WAITING_SESSION_SECONDS, default 120)")
     var waitingSessionSeconds: Int?
-    @Option(name: .customLong("cluster-secret"), help: "Signs client tokens; nodes sharing it can pick up each other's sessions. (KASSA_CLUSTER_SECRET, default: one per process)")
+    @Option(name: .customLong("cluster-secret"), help: "Seals client tokens (at least 32 random bytes); nodes sharing it can pick up each other's sessions. Several, comma-separated, rotate: the first seals, all open. (KASSA_CLUSTER_SECRET, default: one per process)")
     var clusterSecret: String?
+    @Option(name: .customLong("client-token-max-age"), help: "Seconds a client token is valid after its session was created. (KASSA_CLIENT_TOKEN_MAX_AGE, default 86400)")
+    var clientTokenMaxAge: Int?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
     var retentionDays: Int?
     @Option(name: .customLong("retention-max-bytes"), help: "Largest size of the live data; the oldest events go first. (KASSA_RETENTION_MAX_BYTES, default 1073741824)")
@@ -128,8 +130,16 @@ struct Serve: AsyncParsableCommand {
             publicBaseURL: setting(publicURL, "KASSA_PUBLIC_URL", default: ""))
 
         var gateway = gatewayBase
-        let secret = setting(clusterSecret, "KASSA_CLUSTER_SECRET", default: "")
-        if !secret.isEmpty { gateway.clusterSecret = secret }
+        let secrets = commaList(setting(clusterSecret, "KASSA_CLUSTER_SECRET", default: ""))
+        if !secrets.isEmpty {
+            // Refused before anything starts: a guessable secret would let anyone mint client tokens.
+            do { _ = try TokenKeys(secrets: secrets) } catch {
+                printToTerminal("kassa: \(error); refusing to start")
+                throw ExitCode(1)
+            }
+            gateway.clusterSecrets = secrets
+        }
+        gateway.clientTokenMaxAgeSeconds = try setting(clientTokenMaxAge, "KASSA_CLIENT_TOKEN_MAX_AGE", default: 86_400)
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)

@@ -74,6 +74,21 @@ struct CLITests {
         #expect(p.stderr.contains("not a Kassa database or is corrupt"))
     }
 
+    @Test("a short or weak cluster secret is refused at start-up with a clear message")
+    func weakClusterSecret() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        for secret in ["s3cret", String(repeating: "ab", count: 20)] {
+            let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("k.sqlite"), "--api-keys", "k",
+                                      "--admin-token", "a", "--cluster-secret", secret])
+            let status = try await onThread { p.waitForExit() }
+            #expect(status == 1)
+            #expect(p.stderr.contains("cluster secret 1"))
+            #expect(!p.stderr.contains(secret), "the secret itself is never printed")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("k.sqlite")), "nothing started")
+    }
+
     @Test("generated secrets are printed once to the terminal, not to the log")
     func generatedSecrets() async throws {
         let dir = TempDirectory()

@@ -24,7 +24,7 @@ struct ClusterTests {
         for i in 0..<3 {
             nodes.append(try KassaProcess(["serve", "--listen", "127.0.0.1:\(ports[i])", "--db", dir.file("node\(i).sqlite"),
                                            "--api-keys", "k", "--admin-token", "a", "--upstream-url", "http://127.0.0.1:\(simPort)",
-                                           "--upstream-token", "kassa-simulator-token", "--cluster-secret", "shared-secret"]))
+                                           "--upstream-token", "kassa-simulator-token", "--cluster-secret", "shared-cluster-secret-0123456789abcdef"]))
         }
         for node in nodes { _ = try await listeningPort(node) }
 

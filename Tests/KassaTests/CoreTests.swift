@@ -147,25 +147,58 @@ struct RouterTests {
 
 @Suite("Core: tokens and hashes")
 struct TokenTests {
-    @Test("SHA-256 and HMAC-SHA-256 match the standard test vectors")
+    static let secret = "0123456789abcdef0123456789abcdef-one"
+    static let href = "https://up.example/psp/paymentsessions/t0k"
+
+    @Test("SHA-256 comes from swift-crypto and matches the standard test vectors")
     func vectors() {
-        #expect(SHA256.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(SHA256.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(HMACSHA256.hex(key: "key", message: "The quick brown fox jumps over the lazy dog")
-                == "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8")
+        #expect(Hashing.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(Hashing.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 
-    @Test("a session token verifies only with its secret, unaltered, and hides the href")
-    func sessionToken() {
-        let token = SessionToken.issue(sessionID: "abc123", href: "https://up.example/psp/paymentsessions/t0k", secret: "s1")
-        #expect(SessionToken.verify(token, secret: "s1") == SessionToken(sessionID: "abc123", href: "https://up.example/psp/paymentsessions/t0k"))
-        #expect(SessionToken.verify(token, secret: "s2") == nil)
-        #expect(!token.contains("up.example") && Base64URL.decode(String(token.split(separator: ".")[1])).map { String(decoding: $0, as: UTF8.self).contains("up.example") } == false)
+    @Test("a client token opens only with its secret, unaltered, and hides the href")
+    func sessionToken() throws {
+        let keys = try TokenKeys(secrets: [Self.secret])
+        let other = try TokenKeys(secrets: ["fedcba9876543210fedcba9876543210-two"])
+        let token = SessionToken.issue(sessionID: "abc123", href: Self.href, expiresAt: 2_000_000_000, keys: keys)
+        #expect(token.hasPrefix("kt1.\(keys.sealing.id).2000000000."))
+        #expect(SessionToken.open(token, keys: keys) == SessionToken(sessionID: "abc123", href: Self.href, expiresAt: 2_000_000_000))
+        #expect(SessionToken.open(token, keys: other) == nil)
+        #expect(!token.contains("up.example"))
+        // Any changed character of the sealed part, or a moved expiry, breaks the seal.
         var tampered = Array(token)
-        tampered[40] = tampered[40] == "A" ? "B" : "A"
-        #expect(SessionToken.verify(String(tampered), secret: "s1") == nil)
-        #expect(SessionToken.verify("nonsense", secret: "s1") == nil)
-        #expect(token != SessionToken.issue(sessionID: "abc123", href: "https://up.example/psp/paymentsessions/t0k", secret: "s1"))
+        tampered[token.count - 5] = tampered[token.count - 5] == "A" ? "B" : "A"
+        #expect(SessionToken.open(String(tampered), keys: keys) == nil)
+        #expect(SessionToken.open(token.replacingOccurrences(of: ".2000000000.", with: ".2000000001."), keys: keys) == nil)
+        #expect(SessionToken.open("nonsense", keys: keys) == nil)
+        #expect(token != SessionToken.issue(sessionID: "abc123", href: Self.href, expiresAt: 2_000_000_000, keys: keys))
         #expect(Base64URL.decode(Base64URL.encode(Array("hello, world?".utf8))) == Array("hello, world?".utf8))
+        #expect(Base64URL.decode("a+b/") == nil)
+    }
+
+    @Test("rotation: the first secret seals, every listed secret opens")
+    func rotation() throws {
+        let old = try TokenKeys(secrets: ["fedcba9876543210fedcba9876543210-old"])
+        let rotated = try TokenKeys(secrets: [Self.secret, "fedcba9876543210fedcba9876543210-old"])
+        let issuedBefore = SessionToken.issue(sessionID: "s1", href: Self.href, expiresAt: 2_000_000_000, keys: old)
+        #expect(SessionToken.open(issuedBefore, keys: rotated)?.sessionID == "s1")
+        let issuedAfter = SessionToken.issue(sessionID: "s2", href: Self.href, expiresAt: 2_000_000_000, keys: rotated)
+        #expect(SessionToken.header(issuedAfter)?.keyID == rotated.sealing.id)
+        #expect(SessionToken.open(issuedAfter, keys: old) == nil)
+    }
+
+    @Test("short, repetitive or empty cluster secrets are refused")
+    func weakSecrets() {
+        #expect(throws: TokenKeys.WeakSecret.self) { try TokenKeys(secrets: ["shared-secret"]) }
+        #expect(throws: TokenKeys.WeakSecret.self) { try TokenKeys(secrets: [String(repeating: "ab", count: 32)]) }
+        #expect(throws: TokenKeys.WeakSecret.self) { try TokenKeys(secrets: [""]) }
+        #expect(throws: TokenKeys.WeakSecret.self) { try TokenKeys(secrets: [Self.secret, "short"]) }
+        #expect(TokenKeys.weakness(of: Secrets.randomHex(bytes: 32)) == nil)
+    }
+
+    @Test("the token format before kt1 (nonce.payload.mac) is not a token")
+    func oldFormat() {
+        let old = "0123456789abcdef0123456789abcdef.eyJzIjoiYWJjIn0.5f2b9c0e1d"
+        #expect(SessionToken.header(old) == nil)
     }
 }

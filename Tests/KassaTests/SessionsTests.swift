@@ -14,7 +14,7 @@ struct SessionsTests {
         let t = try TestNode()
         let c = t.sessions
         let session = try await c.create()
-        #expect(SessionToken.verify(session.token, secret: t.node.gateway.configuration.clusterSecret)?.sessionID == session.id)
+        #expect(SessionToken.open(session.token, keys: t.node.gateway.tokenKeys)?.sessionID == session.id)
         #expect(!session.token.contains("paymentsessions"), "the upstream href inside the token is sealed")
         let stream = try await c.stream(session)
         let fetched = try await stream.event("PaymentSessionFetched")
@@ -234,6 +234,25 @@ struct SessionsTests {
         #expect(statuses == [401, 401, 400, 404])
         let noKey = try await c.createResponse(["paymentOrder": SessionClient.order()], key: "wrong")
         #expect(noKey.status == 401)
+        await t.stop()
+    }
+
+    @Test("a token in the old format, or an expired one, gets a 401 that says which")
+    func oldAndExpiredTokens() async throws {
+        let t = try TestNode { $0.clientTokenMaxAgeSeconds = 1 }
+        let c = t.sessions
+        let a = try await c.create()
+        // The format before kt1: nonce, sealed payload and MAC, dot-separated.
+        let old = "0123456789abcdef0123456789abcdef.eyJzIjoiYWJjIn0.5f2b9c0e1d5f2b9c0e1d"
+        #expect(try await c.snapshot(a, token: old).status == 401)
+        #expect(try await c.snapshot(a).status == 200)
+        try await Task.sleep(for: .milliseconds(2_100))
+        let expired = try await c.snapshot(a)
+        #expect(expired.status == 401)
+        #expect(try JSONValue.parse(expired.body)["detail"]?.stringValue?.contains("expired") == true)
+        let port = t.node.port
+        let upgrade = try await onThread { try RawSocket(port: port).upgrade(path: "/v1/sessions/\(a.id)/stream?token=\(a.token)").status }
+        #expect(upgrade == 401)
         await t.stop()
     }
 

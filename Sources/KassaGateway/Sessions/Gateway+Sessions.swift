@@ -23,7 +23,7 @@ extension Gateway {
 
     func createSession(_ context: RequestContext) async -> HTTPResponse {
         guard hasValidAPIKey(context.request) else { return Self.unauthorized("the Your-Api-Key header is missing or holds no valid key") }
-        let keyScope = "create:" + SHA256.hex(context.request.headers[MerchantAPI.apiKeyHeader] ?? "")
+        let keyScope = "create:" + Hashing.sha256Hex(context.request.headers[MerchantAPI.apiKeyHeader] ?? "")
         return await idempotent(scope: keyScope, context) { [self] in await self.createSessionNow(context) }
     }
 
@@ -69,9 +69,10 @@ extension Gateway {
             return .problem(.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body"))
         }
 
-        let token = SessionToken.issue(sessionID: id, href: href, secret: configuration.clusterSecret)
         let now = Self.nowMs()
-        let record = Store.SessionRecord(id: id, clientTokenSHA256: SHA256.hex(token), viewHref: href, payeeReference: payeeReference,
+        let token = SessionToken.issue(sessionID: id, href: href, expiresAt: now / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
+                                       keys: tokenKeys)
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: context.traceID)
         do { try await store.insertSession(record) } catch {
@@ -108,10 +109,18 @@ extension Gateway {
         guard let actor = session(id) ?? adopt(id, token: token, since: 0) else {
             return .failure(Refusal(response: .problem(.notFound("no session \(id)"))))
         }
-        guard SessionRegistry.tokenMatches(token, actor) else {
-            return .failure(Refusal(response: Self.unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")))
-        }
+        if let refusal = clientTokenRefusal(token, actor) { return .failure(Refusal(response: refusal)) }
         return .success(actor)
+    }
+
+    /// Nil when `token` is this session's client token; else the 401 saying what is wrong with it.
+    func clientTokenRefusal(_ token: String?, _ actor: SessionActor) -> HTTPResponse? {
+        let nowSeconds = Self.nowMs() / 1000
+        if SessionRegistry.tokenMatches(token, actor, keys: tokenKeys, nowSeconds: nowSeconds) { return nil }
+        if let token, let header = SessionToken.header(token), header.expiresAt <= nowSeconds {
+            return Self.unauthorized("this client token expired at \(Timestamp.iso8601(ms: header.expiresAt * 1000)); create a new session")
+        }
+        return Self.unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")
     }
 
     func getSession(_ context: RequestContext) async -> HTTPResponse {
@@ -200,11 +209,11 @@ extension Gateway {
     /// cluster secret): another node created it. It is picked up from upstream, which is the
     /// source of truth, and its pushes continue after `since`, the last seq the client saw.
     func adopt(_ id: String, token: String?, since: Int64) -> SessionActor? {
-        guard let token, let claim = SessionToken.verify(token, secret: configuration.clusterSecret), claim.sessionID == id,
-              PaymentURLHelper.isSafeID(id), isAllowedUpstream(claim.href) else { return nil }
         let now = Self.nowMs()
+        guard let token, let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID == id, claim.expiresAt > now / 1000,
+              PaymentURLHelper.isSafeID(id), isAllowedUpstream(claim.href) else { return nil }
         let traceID = TraceContext.newTraceID()
-        let record = Store.SessionRecord(id: id, clientTokenSHA256: SHA256.hex(token), viewHref: claim.href, payeeReference: nil,
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: claim.href, payeeReference: nil,
                                          paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID)
         do { try store.insertSessionNow(record) } catch { return sessions.session(id) }

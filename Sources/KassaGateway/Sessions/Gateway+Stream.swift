@@ -16,10 +16,7 @@ extension Gateway {
         let token = Self.clientToken(upgrade.headers, query: upgrade.query)
         let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
         guard let actor = session(id) ?? adopt(id, token: token, since: since) else { return .problem(.notFound("no session \(id)")) }
-        guard SessionRegistry.tokenMatches(token, actor) else {
-            return Self.unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")
-        }
-        return nil
+        return clientTokenRefusal(token, actor)
     }
 
     public func webSocketOpened(_ upgrade: WebSocketUpgrade) {

@@ -112,9 +112,13 @@ final class SessionRegistry: Sendable {
         return evicted
     }
 
-    /// True when `token` is the session's client token (compared as SHA-256 digests, in constant time).
-    static func tokenMatches(_ token: String?, _ actor: SessionActor) -> Bool {
-        guard let token, !token.isEmpty else { return false }
-        return Secrets.constantTimeEquals(SHA256.hex(token), actor.clientTokenSHA256)
+    /// True when `token` is the session's client token: in the current format, not expired, and
+    /// either sealed by one of `keys` for this session or the very token the session was stored with
+    /// (compared as SHA-256 digests, in constant time), which keeps working across a restart even
+    /// when each process draws its own cluster secret.
+    static func tokenMatches(_ token: String?, _ actor: SessionActor, keys: TokenKeys, nowSeconds: Int64) -> Bool {
+        guard let token, let header = SessionToken.header(token), header.expiresAt > nowSeconds else { return false }
+        if let claim = SessionToken.open(token, keys: keys), claim.sessionID == actor.id { return true }
+        return Secrets.constantTimeEquals(Hashing.sha256Hex(token), actor.clientTokenSHA256)
     }
 }
