@@ -45,6 +45,11 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
+        ], resources: [
+            // Embedded in the binary (PackageResources), so a deployment is one file.
+            .embedInCode("Resources/openapi.yaml"),
+            .embedInCode("Resources/admin.html"), .embedInCode("Resources/admin.js"), .embedInCode("Resources/admin.css"),
+            .embedInCode("Resources/demo.html"), .embedInCode("Resources/demo.js"), .embedInCode("Resources/demo.css"),
         ]),
         // `kassa load`: scripted WebSocket load against a gateway.
         .target(name: "KassaLoad", dependencies: [

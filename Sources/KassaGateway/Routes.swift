@@ -27,26 +27,20 @@ extension Gateway {
         Route(.GET, "/v1/admin/events", "admin.events") { g, c in await g.adminEvents(c) },
         Route(.GET, "/v1/admin/sessions", "admin.sessions") { g, c in await g.adminSessions(c) },
         Route(.GET, "/v1/admin/sessions/{id}/timeline", "admin.timeline") { g, c in await g.adminTimeline(c) },
-        Route(.GET, "/admin/", "admin.page") { _, _ in .page(AdminPage.html) },
+        Route(.GET, "/admin/", "admin.page") { _, _ in .asset(Assets.adminHTML, contentType: "text/html; charset=utf-8") },
+        Route(.GET, "/admin/admin.js", "admin.page") { _, _ in .asset(Assets.adminJS, contentType: "text/javascript; charset=utf-8") },
+        Route(.GET, "/admin/admin.css", "admin.page") { _, _ in .asset(Assets.adminCSS, contentType: "text/css; charset=utf-8") },
         // The WebSocket GET /v1/admin/stream (live events for the admin page) is accepted in Gateway+AdminStream.swift.
 
         // The demo checkout page (a thin client to copy)
-        Route(.GET, "/demo/", "demo") { _, _ in .page(DemoPage.html) },
+        Route(.GET, "/demo/", "demo") { _, _ in .asset(Assets.demoHTML, contentType: "text/html; charset=utf-8") },
+        Route(.GET, "/demo/demo.js", "demo") { _, _ in .asset(Assets.demoJS, contentType: "text/javascript; charset=utf-8") },
+        Route(.GET, "/demo/demo.css", "demo") { _, _ in .asset(Assets.demoCSS, contentType: "text/css; charset=utf-8") },
 
         // Operations
         Route(.GET, "/healthz", "health") { g, c in await g.healthz(c) },
         Route(.GET, "/readyz", "ready") { g, c in await g.readyz(c) },
         Route(.GET, "/metrics", "metrics") { g, c in await g.metricsPage(c) },
-        Route(.GET, "/openapi.yaml", "openapi") { _, _ in .text(OpenAPI.document, contentType: "application/yaml") },
+        Route(.GET, "/openapi.yaml", "openapi") { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.openAPI) },
     ]
-}
-
-extension HTTPResponse {
-    /// One of the gateway's static pages: its script inline, talking only to this origin.
-    static func page(_ html: String) -> HTTPResponse {
-        HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
-                     headers: [("content-security-policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self' ws: wss:"),
-                               ("cache-control", "no-store"), ("x-content-type-options", "nosniff")],
-                     body: Array(html.utf8))
-    }
 }

@@ -14,6 +14,9 @@ def main(base, token, payee_reference, live_session, control, screenshot):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # The page runs under a strict CSP: anything it blocks is a failure.
+        blocked = []
+        page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
         page.goto(base + "/admin/")
         page.fill("#token", token)
         page.select_option("#field", "payeeReference")
@@ -44,6 +47,9 @@ def main(base, token, payee_reference, live_session, control, screenshot):
         page.wait_for_selector("#timeline tr[data-summary=PaymentSessionComplete]", timeout=20000)
         page.screenshot(path=screenshot, full_page=True)
         browser.close()
+    if blocked:
+        print("blocked by the CSP", blocked)
+        return 1
     print("ok", len(kinds), "rows")
     return 0
 

@@ -13,6 +13,9 @@ def main(base, api_key, screenshot):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
         page = browser.new_page()
+        # The page runs under a strict CSP: anything it blocks is a failure.
+        blocked = []
+        page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
         page.goto(base + "/demo/")
         page.fill("#apiKey", api_key)
         page.click("#create")
@@ -28,7 +31,9 @@ def main(base, api_key, screenshot):
         problems = page.eval_on_selector_all("#events li.problem", "items => items.map(i => i.textContent)")
         page.screenshot(path=screenshot, full_page=True)
         browser.close()
-    print("seqs", seqs, "problems", problems)
+    print("seqs", seqs, "problems", problems, "blocked by CSP", blocked)
+    if blocked:
+        return 1
     if seqs != list(range(1, len(seqs) + 1)):
         print("events are not gap-free and unrepeated")
         return 1

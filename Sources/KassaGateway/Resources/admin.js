@@ -1,49 +1,3 @@
-/// `/admin/`: the support page. Static HTML and JavaScript, no build step:
-/// search sessions, read a session's timeline, follow it live.
-enum AdminPage {
-    static let html = #"""
-<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Kassa support</title>
-<style>
-  body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #1d1d1f; }
-  h1 { font-size: 1.3rem; } h2 { font-size: 1.1rem; margin-top: 1.5rem; }
-  input, select, button { padding: .3rem .5rem; margin: .15rem; }
-  table { border-collapse: collapse; width: 100%; font-size: .85rem; }
-  th, td { text-align: left; padding: .3rem .4rem; border-bottom: 1px solid #e5e5e5; vertical-align: top; }
-  tr.session { cursor: pointer; } tr.session:hover { background: #f5f5f7; }
-  tr.problem td { background: #fde8ea; color: #8a0014; }
-  tr.warning td { background: #fff6dd; }
-  td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-  details pre { white-space: pre-wrap; word-break: break-all; margin: .3rem 0; font-size: .8rem; }
-  #live { font-size: .85rem; color: #555; }
-</style>
-</head>
-<body>
-<h1>Kassa support</h1>
-<div>
-  <input id="token" type="password" placeholder="admin token" autocomplete="off">
-  <select id="field">
-    <option value="payeeReference">payee reference</option>
-    <option value="id">session id</option>
-    <option value="paymentOrder">payment order</option>
-    <option value="msisdn">MSISDN (last digits)</option>
-    <option value="state">state</option>
-    <option value="problemType">problem type</option>
-  </select>
-  <input id="search" placeholder="search" size="36">
-  <button id="find">Find</button>
-  <button id="recent">Recent sessions</button>
-</div>
-<p id="message"></p>
-<h2>Sessions</h2>
-<table id="sessions"><thead><tr><th>created</th><th>session</th><th>state</th><th>payee reference</th><th>MSISDN</th><th>last problem</th></tr></thead><tbody></tbody></table>
-<h2>Timeline <span id="timelineTitle"></span> <span id="live"></span></h2>
-<table id="timeline"><thead><tr><th>+ms</th><th>Δms</th><th>kind</th><th>summary</th><th>status</th><th>took ms</th></tr></thead><tbody></tbody></table>
-<script>
 "use strict";
 const admin = {
   socket: null, shown: new Set(), start: 0, previous: 0,
@@ -135,8 +89,3 @@ document.getElementById("find").onclick = () => admin.find(false);
 document.getElementById("recent").onclick = () => admin.find(true);
 document.getElementById("search").onkeydown = (e) => { if (e.key === "Enter") admin.find(false); };
 window.kassaAdmin = admin;
-</script>
-</body>
-</html>
-"""#
-}

@@ -1,54 +1,3 @@
-/// `/demo/`: a thin checkout client to copy. Plain HTML and JavaScript, no
-/// build step: it creates a session, shows the instruments, pays, shows each
-/// pushed state as it arrives, and reconnects with `since` when the
-/// connection drops.
-enum DemoPage {
-    static let html = #"""
-<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Kassa demo checkout</title>
-<style>
-  body { font-family: system-ui, sans-serif; max-width: 46rem; margin: 2rem auto; padding: 0 1rem; color: #1d1d1f; }
-  h1 { font-size: 1.4rem; }
-  fieldset { border: 1px solid #ccc; border-radius: 6px; margin-bottom: 1rem; }
-  label { display: block; margin: .3rem 0; }
-  input { padding: .3rem; }
-  button { padding: .4rem .9rem; margin: .2rem; border-radius: 4px; border: 1px solid #888; background: #f5f5f7; cursor: pointer; }
-  button.primary { background: #fdb913; border-color: #c98f00; }
-  #state { font-weight: 600; }
-  #events { font-family: ui-monospace, monospace; font-size: .85rem; list-style: none; padding: 0; }
-  #events li { border-bottom: 1px solid #eee; padding: .25rem 0; }
-  #events li.problem { color: #b00020; }
-  .hidden { display: none; }
-</style>
-</head>
-<body>
-<h1>Kassa demo checkout</h1>
-<fieldset>
-  <legend>Merchant</legend>
-  <label>API key <input id="apiKey" type="password" autocomplete="off" placeholder="Your-Api-Key"></label>
-  <label>Amount (öre) <input id="amount" type="number" value="1500" min="1"></label>
-  <button id="create" class="primary">Create session</button>
-</fieldset>
-<p>State: <span id="state">no session</span> · connection: <span id="connection">closed</span></p>
-<fieldset id="instrumentsBox" class="hidden">
-  <legend>Pay with</legend>
-  <label>Swish number <input id="msisdn" placeholder="+46739000001"></label>
-  <div id="instruments"></div>
-</fieldset>
-<fieldset id="challengeBox" class="hidden">
-  <legend>3-D Secure</legend>
-  <p>Your bank asks you to confirm the payment.</p>
-  <button id="confirmChallenge" class="primary">Confirm</button>
-</fieldset>
-<p id="launch" class="hidden"></p>
-<button id="abort" class="hidden">Cancel payment</button>
-<h2>Events</h2>
-<ol id="events"></ol>
-<script>
 "use strict";
 const demo = {
   session: null, socket: null, lastSeq: 0, ended: false, commandId: 0,
@@ -170,8 +119,3 @@ document.getElementById("create").onclick = () => demo.create();
 document.getElementById("abort").onclick = () => demo.send({ type: "abort" });
 document.getElementById("confirmChallenge").onclick = () => demo.send({ type: "3ds", cres: "demo-confirmed" });
 window.kassaDemo = demo;
-</script>
-</body>
-</html>
-"""#
-}

@@ -1,0 +1,28 @@
+import KassaEdge
+
+/// The files under `Resources/`, embedded in the binary when it is built, so a
+/// deployment is one file. Edit them as files; the pages' script and style are
+/// files too, so the pages run under a CSP with no `'unsafe-inline'`.
+enum Assets {
+    static let openAPI = PackageResources.openapi_yaml
+    static let adminHTML = PackageResources.admin_html
+    static let adminJS = PackageResources.admin_js
+    static let adminCSS = PackageResources.admin_css
+    static let demoHTML = PackageResources.demo_html
+    static let demoJS = PackageResources.demo_js
+    static let demoCSS = PackageResources.demo_css
+
+    /// Scripts, styles and connections only from this origin; never framed; no plugins.
+    static let contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+}
+
+extension HTTPResponse {
+    /// One of the gateway's static files, under the pages' CSP.
+    static func asset(_ bytes: [UInt8], contentType: String) -> HTTPResponse {
+        HTTPResponse(status: 200, contentType: contentType,
+                     headers: [("content-security-policy", Assets.contentSecurityPolicy), ("cache-control", "no-cache"),
+                               ("x-content-type-options", "nosniff"), ("referrer-policy", "no-referrer")],
+                     body: bytes)
+    }
+}
