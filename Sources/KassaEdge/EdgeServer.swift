@@ -65,6 +65,8 @@ public final class EdgeServer: @unchecked Sendable {
 
     /// Number of WebSockets currently open.
     public var openWebSockets: Int { openWebSocketCount.load(ordering: .relaxed) }
+    /// Blocking calls (the store) made on the service thread; debug builds count them, and must find none.
+    public var blockingCallsOnServiceThread: Int { loop.nonBlocking.violations.load(ordering: .relaxed) }
 
     /// Connections (HTTP transactions and WebSockets) the edge keeps state for.
     public var trackedConnections: Int { trackedConnectionCount.load(ordering: .relaxed) }

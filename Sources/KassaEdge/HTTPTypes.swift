@@ -104,4 +104,8 @@ public enum WebSocketCloseCode {
     public static let internalError: UInt16 = 1011
     /// The outbound queue passed its bound; the client resumes with `since`.
     public static let slowConsumer: UInt16 = 4008
+    /// A stream refused once open (the session had to be read from the store to decide): the
+    /// problem arrives in a frame first. 4000 + the HTTP status the upgrade would have had.
+    public static let unauthorized: UInt16 = 4401
+    public static let notFound: UInt16 = 4404
 }

@@ -1,5 +1,6 @@
 import CLibWebSockets
 import Foundation
+import KassaCore
 import Synchronization
 
 /// One libwebsockets context and the one thread that services it, shared by
@@ -22,6 +23,8 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     private let eventLoop: OpaquePointer?
     private let foreignLoops = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
     private var started = false
+    /// The service thread's mark: it serves every connection, so it must never block.
+    let nonBlocking = NonBlockingThread(name: "lws service")
 
     init() {
         eventLoop = kassa_ev_loop_new()
@@ -48,6 +51,7 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         let thread = Thread { [self] in
             guard let context = self.context else { return }
             serviceThread.store(UInt(pthread_self()), ordering: .releasing)
+            nonBlocking.markCurrentThread()
             if let eventLoop {
                 let tick = kassa_ev_tick_start(eventLoop, context, 0.1)
                 kassa_ev_run(eventLoop)

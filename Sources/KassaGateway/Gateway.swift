@@ -25,6 +25,8 @@ public final class Gateway: EdgeHandler {
     let idempotencyInFlight = Mutex<Set<String>>([])
     /// Admin page connections following the event log, by connection, with their session filter.
     let adminStreams = Mutex<[UInt64: String?]>([:])
+    /// Session streams by connection, each with its ordered inbox.
+    let streamInboxes = Mutex<[UInt64: StreamInbox]>([:])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
     /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
     let allowedUpstreamHosts: Set<String>

@@ -47,7 +47,11 @@ public final class EventLog: Sendable {
         var givingUp = false
     }
 
-    private let pool: DatabasePool
+    private let database: DatabasePool
+    private var pool: DatabasePool {
+        NonBlockingThread.checkMayBlock("EventLog")
+        return database
+    }
     private let queue = Mutex<Queue>(Queue())
     private let observers = Mutex<[@Sendable ([LogEvent]) -> Void]>([])
     private let writeObservers = Mutex<[@Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void]>([])
@@ -55,7 +59,7 @@ public final class EventLog: Sendable {
     private let stopped = DispatchSemaphore(value: 0)
 
     init(pool: DatabasePool) {
-        self.pool = pool
+        self.database = pool
         let thread = Thread { [self] in writerLoop() }
         thread.name = "kassa-eventlog"
         thread.start()

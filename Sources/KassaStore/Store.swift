@@ -17,7 +17,12 @@ public final class Store: Sendable {
     public enum Durability: String, Sendable { case normal, full }
 
     public let path: String
-    public let pool: DatabasePool
+    private let database: DatabasePool
+    /// The database; every read and write starts here, and never on a thread that must not block.
+    public var pool: DatabasePool {
+        NonBlockingThread.checkMayBlock("Store")
+        return database
+    }
     public let eventLog: EventLog
     private let checkpointer: Checkpointer?
 
@@ -57,7 +62,7 @@ public final class Store: Sendable {
 
     private init(path: String, pool: DatabasePool) {
         self.path = path
-        self.pool = pool
+        self.database = pool
         self.eventLog = EventLog(pool: pool)
         let eventLog = self.eventLog
         self.checkpointer = Checkpointer(path: path, written: { eventLog.writtenCount })

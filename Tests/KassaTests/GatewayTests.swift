@@ -40,6 +40,8 @@ struct TestNode {
     }
 
     func stop(keepDirectory: Bool = false) async {
+        // Every end-to-end test also proves the service thread never entered the store.
+        #expect(node.edge.blockingCallsOnServiceThread == 0, "a blocking call ran on the edge's service thread")
         await node.stop()
         if !keepDirectory { dir.cleanup() }
     }

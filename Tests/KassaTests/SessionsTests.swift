@@ -239,14 +239,14 @@ struct SessionsTests {
 
     @Test("a token in the old format, or an expired one, gets a 401 that says which")
     func oldAndExpiredTokens() async throws {
-        let t = try TestNode { $0.clientTokenMaxAgeSeconds = 1 }
+        let t = try TestNode { $0.clientTokenMaxAgeSeconds = 2 }
         let c = t.sessions
         let a = try await c.create()
         // The format before kt1: nonce, sealed payload and MAC, dot-separated.
         let old = "0123456789abcdef0123456789abcdef.eyJzIjoiYWJjIn0.5f2b9c0e1d5f2b9c0e1d"
         #expect(try await c.snapshot(a, token: old).status == 401)
         #expect(try await c.snapshot(a).status == 200)
-        try await Task.sleep(for: .milliseconds(2_100))
+        try await Task.sleep(for: .milliseconds(3_100))
         let expired = try await c.snapshot(a)
         #expect(expired.status == 401)
         #expect(try JSONValue.parse(expired.body)["detail"]?.stringValue?.contains("expired") == true)

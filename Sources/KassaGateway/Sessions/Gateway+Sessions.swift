@@ -70,7 +70,7 @@ extension Gateway {
         }
 
         let now = Self.nowMs()
-        let token = SessionToken.issue(sessionID: id, href: href, expiresAt: now / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
+        let token = SessionToken.issue(sessionID: id, href: href, expiresAt: (now + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
                                        keys: tokenKeys)
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
@@ -114,9 +114,9 @@ extension Gateway {
     }
 
     /// Nil when `token` is this session's client token; else the 401 saying what is wrong with it.
-    func clientTokenRefusal(_ token: String?, _ actor: SessionActor) -> HTTPResponse? {
+    func clientTokenRefusal(_ token: String?, _ actor: SessionActor?) -> HTTPResponse? {
         let nowSeconds = Self.nowMs() / 1000
-        if SessionRegistry.tokenMatches(token, actor, keys: tokenKeys, nowSeconds: nowSeconds) { return nil }
+        if let actor, SessionRegistry.tokenMatches(token, actor, keys: tokenKeys, nowSeconds: nowSeconds) { return nil }
         if let token, let header = SessionToken.header(token), header.expiresAt <= nowSeconds {
             return Self.unauthorized("this client token expired at \(Timestamp.iso8601(ms: header.expiresAt * 1000)); create a new session")
         }
@@ -185,7 +185,10 @@ extension Gateway {
         guard PaymentURLHelper.isSafeID(id), let record = try? store.session(id: id) else { return nil }
         let restored = restore(record)
         let actor = sessions.add(restored)
-        if actor === restored, !restored.initialPhaseIsTerminal {
+        if actor === restored, restored.initialPhaseIsTerminal {
+            // Read back only to be shown: it leaves memory again like any ended session.
+            sessions.ended(id, dueMs: Self.nowMs() + Int64(configuration.endedSessionMemorySeconds * 1000))
+        } else if actor === restored {
             store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "session.restored",
                                            summary: "read back from the store in \(record.phase); re-read upstream when next used",
                                            traceID: actor.traceID))

@@ -4,6 +4,10 @@ import KassaEdge
 /// The session stream, `/v1/sessions/{id}/stream?since=SEQ` (subprotocol
 /// `kassa.v1`): pushed events out, commands in, each command answered by
 /// `{"re": id, "ok": true}` or `{"re": id, "ok": false, "problem": …}`.
+///
+/// The edge calls these on its service thread, which serves every connection: they
+/// decide from memory and the token alone, and hand everything else to the stream's
+/// ordered inbox (`StreamInbox`), carried out off that thread.
 extension Gateway {
     public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
         if upgrade.path == Self.adminStreamPath { return shouldAcceptAdminStream(upgrade) }
@@ -13,67 +17,41 @@ extension Gateway {
         if let since = upgrade.queryValue("since"), Int64(since).map({ $0 < 0 }) ?? true {
             return .problem(.badRequest("since must be a whole number ≥ 0", parameter: "since"))
         }
+        guard PaymentURLHelper.isSafeID(id) else { return .problem(.notFound("no session \(id)")) }
         let token = Self.clientToken(upgrade.headers, query: upgrade.query)
-        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
-        guard let actor = session(id) ?? adopt(id, token: token, since: since) else { return .problem(.notFound("no session \(id)")) }
-        return clientTokenRefusal(token, actor)
+        if let actor = sessions.session(id) { return clientTokenRefusal(token, actor) }
+        // Not in memory: a token that cannot be ours, or names another session, is refused now;
+        // otherwise the store (or the token, for another node's session) decides once the stream is open.
+        guard let token, let header = SessionToken.header(token) else { return clientTokenRefusal(token, nil) }
+        if header.expiresAt <= Self.nowMs() / 1000 { return clientTokenRefusal(token, nil) }
+        if let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID != id { return .problem(.notFound("no session \(id)")) }
+        return nil
     }
 
     public func webSocketOpened(_ upgrade: WebSocketUpgrade) {
         metrics.webSocketOpened(open: edge?.openWebSockets ?? 0)
         if upgrade.path == Self.adminStreamPath { return adminStreamOpened(upgrade) }
-        guard let id = Self.streamPattern.match(upgrade.path)?["id"] else { return }
-        // Follow first, then look up: a followed session is never dropped from memory, and one
-        // dropped just before is read back here.
-        sessions.follow(connection: upgrade.connectionID, session: id)
-        guard let actor = session(id) else {
-            _ = sessions.unfollow(connection: upgrade.connectionID)
-            return
-        }
-        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
-        store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
-                                       traceID: actor.traceID,
-                                       data: ["connection": .number(Double(upgrade.connectionID)), "since": .number(Double(since)),
-                                              "remote": .string(upgrade.remoteAddress)]))
-        let connection = upgrade.connectionID
-        Task { await actor.subscribe(connection, since: since) }
+        let inbox = StreamInbox(connectionID: upgrade.connectionID)
+        streamInboxes.withLock { $0[upgrade.connectionID] = inbox }
+        deliver(.open(upgrade), to: inbox)
     }
 
     public func webSocketReceived(_ connectionID: UInt64, text: String) {
-        guard let edge, let id = sessions.followed(by: connectionID), let actor = sessions.session(id) else { return }
-        let message: JSONValue
-        do { message = try JSONValue.parse(text, maxDepth: 16) } catch {
-            edge.send(connectionID, json: Self.answer(nil, .badRequest("the frame is not JSON: \(error)", parameter: "frame")))
+        guard let edge, let inbox = streamInboxes.withLock({ $0[connectionID] }) else { return }
+        // A ping with nothing queued before it is answered here and now: no answer can overtake another.
+        if inbox.isIdle, text.utf8.count < 256, text.contains("\"ping\""), let message = try? JSONValue.parse(text, maxDepth: 4),
+           message["type"]?.stringValue == "ping" {
+            edge.send(connectionID, json: ["re": message["id"] ?? .null, "ok": true, "type": "pong"])
             return
         }
-        let re = message["id"]
-        guard case .object = message, let type = message["type"]?.stringValue else {
-            edge.send(connectionID, json: Self.answer(re, .badRequest("a command is an object with a type", parameter: "type")))
-            return
-        }
-        if type == "ping" {
-            edge.send(connectionID, json: ["re": re ?? .null, "ok": true, "type": "pong"])
-            return
-        }
-        switch Self.parseCommand(type, message) {
-        case .failure(let problem):
-            edge.send(connectionID, json: Self.answer(re, problem))
-        case .success(let command):
-            Task {
-                let problem = await actor.command(command, source: "ws")
-                edge.send(connectionID, json: problem.map { Self.answer(re, $0) } ?? ["re": re ?? .null, "ok": true])
-            }
-        }
+        deliver(.frame(text), to: inbox)
     }
 
     public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {
         metrics.webSocketClosed(code: code, open: edge?.openWebSockets ?? 0)
         adminStreams.withLock { _ = $0.removeValue(forKey: connectionID) }
-        guard let id = sessions.unfollow(connection: connectionID) else { return }
-        store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.close",
-                                       summary: "closed\(code.map { " with \($0)" } ?? "")", traceID: sessions.session(id)?.traceID,
-                                       data: ["connection": .number(Double(connectionID)), "code": code.map { .number(Double($0)) } ?? .null]))
-        if let actor = sessions.session(id) { Task { await actor.unsubscribe(connectionID) } }
+        guard let inbox = streamInboxes.withLock({ $0.removeValue(forKey: connectionID) }) else { return }
+        deliver(.close(code: code), to: inbox)
     }
 
     public func frameWritten(after latency: Duration) {
@@ -82,5 +60,85 @@ extension Gateway {
 
     static func answer(_ re: JSONValue?, _ problem: Problem) -> JSONValue {
         ["re": re ?? .null, "ok": false, "problem": problem.json]
+    }
+
+    // MARK: Carried out in order, off the service thread
+
+    private func deliver(_ item: StreamInbox.Item, to inbox: StreamInbox) {
+        guard inbox.append(item) else { return }
+        Task {
+            while let next = inbox.next() { await carryOut(next, inbox) }
+        }
+    }
+
+    private func carryOut(_ item: StreamInbox.Item, _ inbox: StreamInbox) async {
+        let connection = inbox.connectionID
+        switch item {
+        case .open(let upgrade):
+            await streamOpened(upgrade, inbox)
+        case .frame(let text):
+            guard let edge, let actor = inbox.session else { return }
+            let message: JSONValue
+            do { message = try JSONValue.parse(text, maxDepth: 16) } catch {
+                edge.send(connection, json: Self.answer(nil, .badRequest("the frame is not JSON: \(error)", parameter: "frame")))
+                return
+            }
+            let re = message["id"]
+            guard case .object = message, let type = message["type"]?.stringValue else {
+                edge.send(connection, json: Self.answer(re, .badRequest("a command is an object with a type", parameter: "type")))
+                return
+            }
+            if type == "ping" {
+                edge.send(connection, json: ["re": re ?? .null, "ok": true, "type": "pong"])
+                return
+            }
+            switch Self.parseCommand(type, message) {
+            case .failure(let problem):
+                edge.send(connection, json: Self.answer(re, problem))
+            case .success(let command):
+                let problem = await actor.command(command, source: "ws")
+                edge.send(connection, json: problem.map { Self.answer(re, $0) } ?? ["re": re ?? .null, "ok": true])
+            }
+        case .close(let code):
+            guard let id = sessions.unfollow(connection: connection) else { return }
+            store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.close",
+                                           summary: "closed\(code.map { " with \($0)" } ?? "")", traceID: inbox.session?.traceID,
+                                           data: ["connection": .number(Double(connection)), "code": code.map { .number(Double($0)) } ?? .null]))
+            await inbox.session?.unsubscribe(connection)
+        }
+    }
+
+    /// Finds the session (in memory, in the store, or another node's, by its token), checks the
+    /// token, and subscribes; a refusal is a problem frame, then a close (4404 or 4401).
+    private func streamOpened(_ upgrade: WebSocketUpgrade, _ inbox: StreamInbox) async {
+        let connection = upgrade.connectionID
+        guard let id = Self.streamPattern.match(upgrade.path)?["id"] else { return }
+        let token = Self.clientToken(upgrade.headers, query: upgrade.query)
+        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
+        // Follow first, then look up: a followed session is never dropped from memory, and one
+        // dropped just before is read back here.
+        sessions.follow(connection: connection, session: id)
+        guard let actor = session(id) ?? adopt(id, token: token, since: since) else {
+            _ = sessions.unfollow(connection: connection)
+            refuseStream(connection, .notFound("no session \(id)"), code: WebSocketCloseCode.notFound)
+            return
+        }
+        if let refusal = clientTokenRefusal(token, actor), let problem = try? JSONValue.parse(refusal.body) {
+            _ = sessions.unfollow(connection: connection)
+            edge?.send(connection, json: ["re": .null, "ok": false, "problem": problem])
+            edge?.close(connection, code: WebSocketCloseCode.unauthorized, reason: "client token refused")
+            return
+        }
+        inbox.session = actor
+        store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
+                                       traceID: actor.traceID,
+                                       data: ["connection": .number(Double(connection)), "since": .number(Double(since)),
+                                              "remote": .string(upgrade.remoteAddress)]))
+        await actor.subscribe(connection, since: since)
+    }
+
+    private func refuseStream(_ connection: UInt64, _ problem: Problem, code: UInt16) {
+        edge?.send(connection, json: Self.answer(nil, problem))
+        edge?.close(connection, code: code, reason: problem.title)
     }
 }
