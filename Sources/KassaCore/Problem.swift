@@ -48,6 +48,9 @@ extension Problem {
         Problem(type: kassaPrefix + name, title: title, status: status, detail: detail, extensions: extensions)
     }
 
+    public static func unauthorized(_ detail: String) -> Problem {
+        .kassa("unauthorized", "Unauthorized", 401, detail: detail)
+    }
     public static func notFound(_ detail: String) -> Problem {
         .kassa("not-found", "Not Found", 404, detail: detail)
     }

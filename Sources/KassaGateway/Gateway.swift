@@ -15,38 +15,37 @@ public final class Gateway: EdgeHandler {
     let logger: Logger
     let router: Router<Gateway>
     private let edgeReference = Mutex<EdgeServer?>(nil)
-    let sessions = SessionRegistry()
-    public let metrics = KassaMetrics()
+    /// The sessions this node holds.
+    let sessions: SessionService
+    public let metrics: KassaMetrics
     /// Rate limits by client address and by API key.
     let ipLimiter: Mutex<RateLimiter>?
     let keyLimiter: Mutex<RateLimiter>?
-    /// Circuit breakers by upstream host.
-    let breakers = Mutex<[String: CircuitBreaker]>([:])
     let idempotencyInFlight = Mutex<Set<String>>([])
     /// Admin page connections following the event log, by connection, with their session filter.
     let adminStreams = Mutex<[UInt64: String?]>([:])
-    /// Session streams by connection, each with its ordered inbox.
-    let streamInboxes = Mutex<[UInt64: StreamInbox]>([:])
-    private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, upstreamReachable: Bool)>((nil, false))
-    /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
-    let allowedUpstreamHosts: Set<String>
+    /// Swedbank Pay: logged calls, retries, breakers.
+    let swedbankPay: SwedbankPayClient
     /// Keys for client tokens, from the cluster secrets.
-    let tokenKeys: TokenKeys
+    var tokenKeys: TokenKeys { sessions.tokenKeys }
 
     /// Throws `TokenKeys.WeakSecret` for a cluster secret that is short or weak.
     public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) throws {
-        tokenKeys = try TokenKeys(secrets: configuration.clusterSecrets)
+        let tokenKeys = try TokenKeys(secrets: configuration.clusterSecrets)
         self.configuration = configuration
         self.store = store
         self.upstream = upstream
         self.logger = logger
         self.router = Router(Gateway.routes)
         let upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
-        allowedUpstreamHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + [upstreamHost])
+        let metrics = KassaMetrics()
+        self.metrics = metrics
+        swedbankPay = SwedbankPayClient(configuration: configuration, http: upstream, eventLog: store.eventLog, metrics: metrics, logger: logger)
+        sessions = SessionService(configuration: configuration, store: store, tokenKeys: tokenKeys, swedbankPay: swedbankPay,
+                                  metrics: metrics, logger: logger)
         ipLimiter = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
         keyLimiter = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
-        let metrics = self.metrics
         metrics.prepare(upstreamHost: upstreamHost)
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
@@ -54,11 +53,39 @@ public final class Gateway: EdgeHandler {
     }
 
     /// The edge that serves this gateway, for WebSocket sends.
-    public func attach(_ edge: EdgeServer) { edgeReference.withLock { $0 = edge } }
+    public func attach(_ edge: EdgeServer) {
+        edgeReference.withLock { $0 = edge }
+        sessions.attach(edge)
+    }
     var edge: EdgeServer? { edgeReference.withLock { $0 } }
 
     /// Header names the edge must read beyond the ones libwebsockets knows.
     public static let customHeaderNames = ["idempotency-key", "traceparent", "x-request-id", MerchantAPI.apiKeyHeader]
+
+    // MARK: WebSockets: session streams and the admin stream
+
+    public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
+        upgrade.path == Self.adminStreamPath ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
+    }
+
+    public func webSocketOpened(_ upgrade: WebSocketUpgrade) {
+        metrics.webSocketOpened(open: edge?.openWebSockets ?? 0)
+        if upgrade.path == Self.adminStreamPath { adminStreamOpened(upgrade) } else { sessions.streamOpened(upgrade) }
+    }
+
+    public func webSocketReceived(_ connectionID: UInt64, text: String) {
+        sessions.streamReceived(connectionID, text: text)
+    }
+
+    public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {
+        metrics.webSocketClosed(code: code, open: edge?.openWebSockets ?? 0)
+        adminStreams.withLock { _ = $0.removeValue(forKey: connectionID) }
+        sessions.streamClosed(connectionID, code: code)
+    }
+
+    public func frameWritten(after latency: Duration) {
+        metrics.pushWritten(after: latency)
+    }
 
     // MARK: HTTP
 
@@ -150,7 +177,7 @@ public final class Gateway: EdgeHandler {
 
     func readyz(_ context: RequestContext) async -> HTTPResponse {
         let storeOK = store.isHealthy()
-        let upstreamOK = await upstreamReachable()
+        let upstreamOK = await swedbankPay.reachable()
         var checks: [String: JSONValue] = ["store": .string(storeOK ? "ok" : (store.eventLog.lastWriteError ?? "unavailable")),
                                            "upstream": .string(upstreamOK ? "ok" : "unreachable")]
         if storeOK && upstreamOK {
@@ -160,19 +187,5 @@ public final class Gateway: EdgeHandler {
         var problem = Problem.serviceUnavailable("not ready: " + [storeOK ? nil : "store", upstreamOK ? nil : "upstream"].compactMap { $0 }.joined(separator: ", "))
         problem.extensions["checks"] = .object(checks)
         return .problem(problem)
-    }
-
-    /// Any HTTP answer from the upstream base URL counts as reachable; the
-    /// result is kept for two seconds so probes do not load the upstream.
-    func upstreamReachable() async -> Bool {
-        let cached = readiness.withLock { state -> Bool? in
-            guard let at = state.checkedAt, at.duration(to: .now) < .seconds(2) else { return nil }
-            return state.upstreamReachable
-        }
-        if let cached { return cached }
-        let request = UpstreamRequest(method: "GET", url: configuration.upstreamURL, connectTimeoutMs: 1_000, totalTimeoutMs: 2_000)
-        let reachable = (try? await upstream.send(request)) != nil
-        readiness.withLock { $0 = (.now, reachable) }
-        return reachable
     }
 }

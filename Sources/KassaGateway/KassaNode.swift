@@ -52,7 +52,7 @@ public final class KassaNode: Sendable {
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
         self.logger = logger
         gateway.attach(edge)
-        gateway.recoverSessions()
+        gateway.sessions.recover()
         let store = self.store
         retentionTask = Task {
             while !Task.isCancelled {
@@ -69,7 +69,7 @@ public final class KassaNode: Sendable {
                 try? await Task.sleep(for: .milliseconds(500))
                 sweeps += 1
                 // Ended sessions every half second; the walk over all sessions for waiting ones every five.
-                await gateway.evictSessions(nowMs: Gateway.nowMs(), waiting: sweeps % 10 == 0)
+                await gateway.sessions.evict(nowMs: Gateway.nowMs(), waiting: sweeps % 10 == 0)
             }
         }
         do {
@@ -100,7 +100,7 @@ public final class KassaNode: Sendable {
                          metadata: ["count": "\(unwritten.count)", "cause": "\(store.eventLog.lastWriteError ?? "unknown")"])
             for event in unwritten {
                 logger.error("unwritten event", metadata: [
-                    "event_at": "\(Gateway.iso8601(ms: event.atMs))", "session_id": "\(event.sessionID ?? "")", "seq": "\(event.seq.map { "\($0)" } ?? "")",
+                    "event_at": "\(Timestamp.iso8601(ms: event.atMs))", "session_id": "\(event.sessionID ?? "")", "seq": "\(event.seq.map { "\($0)" } ?? "")",
                     "kind": "\(event.kind)", "level_of_event": "\(event.level.rawValue)", "summary": "\(event.summary)",
                     "trace_id": "\(event.traceID ?? "")", "data": "\(event.data?.text ?? "")"])
             }

@@ -69,8 +69,8 @@ extension Gateway {
         _ = input.strings("shippingAddressRestrictedToCountryCodes")
         if let first = input.problems.first { return MerchantProblem.badRequest(first.field, first.description) }
 
-        let (result, parsed) = await callUpstream(UpstreamCall(operation: "initiate-consumer-session", method: "POST",
-                                                     url: upstreamURL("/psp/consumers"), body: input.document,
+        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "initiate-consumer-session", method: "POST",
+                                                     url: swedbankPay.url("/psp/consumers"), body: input.document,
                                                      traceID: context.traceID))
         return forward(result, parsed) { document in
             Self.operation(document, rel: "view-consumer-identification") != nil
@@ -129,8 +129,8 @@ extension Gateway {
         var body = input.document.objectValue ?? [:]
         body["paymentorder"] = .object(order)
 
-        let (result, parsed) = await callUpstream(UpstreamCall(operation: "create-paymentorder", method: "POST",
-                                                     url: upstreamURL("/psp/paymentorders"), body: .object(body), traceID: traceID,
+        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
+                                                     url: swedbankPay.url("/psp/paymentorders"), body: .object(body), traceID: traceID,
                                                      sessionID: sessionID))
         var recorded: (id: String, setInstrument: String?, document: JSONValue)?
         var response = forward(result, parsed) { document in
@@ -186,9 +186,9 @@ extension Gateway {
         guard let href = record.setInstrumentHref else {
             return MerchantProblem.badRequest("paymentorder", "the payment order is not in instrument mode")
         }
-        guard isAllowedUpstream(href) else { return MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
+        guard swedbankPay.isAllowed(href) else { return MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
 
-        let (result, parsed) = await callUpstream(UpstreamCall(operation: "update-paymentorder-setinstrument", method: "PATCH",
+        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "update-paymentorder-setinstrument", method: "PATCH",
                                                      url: href, body: input.document, traceID: context.traceID))
         let response = forward(result, parsed) { _ in nil }
         guard (200..<300).contains(response.status) else { return response }

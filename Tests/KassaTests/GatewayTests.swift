@@ -76,12 +76,12 @@ struct GatewayTests {
     func upstreamAllowList() async throws {
         let t = try TestNode()
         let gateway = t.node.gateway
-        #expect(gateway.isAllowedUpstream("http://127.0.0.1:1/psp/paymentorders/1"))
-        #expect(gateway.isAllowedUpstream("HTTP://127.0.0.1/x"))
-        #expect(!gateway.isAllowedUpstream("http://127.0.0.1@evil.example/psp"))
-        #expect(!gateway.isAllowedUpstream("ftp://127.0.0.1/psp"))
-        #expect(!gateway.isAllowedUpstream("http://evil.example/?h=127.0.0.1"))
-        #expect(!gateway.isAllowedUpstream("/psp/paymentorders/1"))
+        #expect(gateway.swedbankPay.isAllowed("http://127.0.0.1:1/psp/paymentorders/1"))
+        #expect(gateway.swedbankPay.isAllowed("HTTP://127.0.0.1/x"))
+        #expect(!gateway.swedbankPay.isAllowed("http://127.0.0.1@evil.example/psp"))
+        #expect(!gateway.swedbankPay.isAllowed("ftp://127.0.0.1/psp"))
+        #expect(!gateway.swedbankPay.isAllowed("http://evil.example/?h=127.0.0.1"))
+        #expect(!gateway.swedbankPay.isAllowed("/psp/paymentorders/1"))
         await t.stop()
     }
 

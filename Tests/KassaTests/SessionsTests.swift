@@ -98,13 +98,13 @@ struct SessionsTests {
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
         _ = try await stream.event("PaymentSessionComplete")
         try await Task.sleep(for: .milliseconds(1_200))
-        #expect(t.node.gateway.sessions.session(session.id) != nil, "a followed session stays")
-        let weakActor = WeakSession(actor: t.node.gateway.sessions.session(session.id))
+        #expect(t.node.gateway.sessions.held(session.id) != nil, "a followed session stays")
+        let weakActor = WeakSession(actor: t.node.gateway.sessions.held(session.id))
         stream.connection.close()
         var gone = false
         for _ in 0..<40 where !gone {
             try await Task.sleep(for: .milliseconds(100))
-            gone = t.node.gateway.sessions.session(session.id) == nil
+            gone = t.node.gateway.sessions.held(session.id) == nil
         }
         #expect(gone, "evicted after its stream closed")
         try await Task.sleep(for: .milliseconds(300))
@@ -122,14 +122,14 @@ struct SessionsTests {
     func waitingSessionsLeaveMemory() async throws {
         let t = try TestNode(configure: { $0.waitingSessionMemorySeconds = 0.2 })
         let gateway = t.node.gateway
-        func sweep() async { await gateway.evictSessions(nowMs: Gateway.nowMs(), waiting: true) }
-        func held(_ id: String) -> Bool { gateway.sessions.session(id) != nil }
+        func sweep() async { await gateway.sessions.evict(nowMs: Gateway.nowMs(), waiting: true) }
+        func held(_ id: String) -> Bool { gateway.sessions.held(id) != nil }
         let (first, stream) = try await t.sessions.fetched()
         let (second, other) = try await t.sessions.fetched()
         try await Task.sleep(for: .milliseconds(400))
         await sweep()
         #expect(held(first.id) && held(second.id), "followed sessions stay")
-        let stale = try #require(gateway.sessions.session(second.id))
+        let stale = try #require(gateway.sessions.held(second.id))
         stream.connection.close()
         other.connection.close()
         var gone = false

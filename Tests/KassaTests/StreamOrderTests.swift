@@ -38,15 +38,15 @@ struct StreamOrderTests {
         try await stream.send(["id": "1", "type": "abort"])
         _ = try await stream.event("PaymentSessionCanceled")
         stream.connection.close()
-        for _ in 0..<50 where t.node.gateway.sessions.session(session.id) != nil { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(t.node.gateway.sessions.session(session.id) == nil, "evicted: only the store has it now")
+        for _ in 0..<50 where t.node.gateway.sessions.held(session.id) != nil { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(t.node.gateway.sessions.held(session.id) == nil, "evicted: only the store has it now")
 
         // Read back from the store by the stream's inbox, replayed, and in order.
         let replay = try await t.sessions.stream(session)
         _ = try await replay.event("PaymentSessionCanceled")
         #expect(replay.types == ["PaymentSessionFetched", "PaymentSessionCanceled"])
         replay.connection.close()
-        for _ in 0..<50 where t.node.gateway.sessions.session(session.id) != nil { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<50 where t.node.gateway.sessions.held(session.id) != nil { try await Task.sleep(for: .milliseconds(100)) }
 
         // A well-formed token sealed by another cluster: the store decides, after the upgrade.
         let foreign = try TokenKeys(secrets: ["another-cluster-secret-0123456789abcdef"])

@@ -16,17 +16,9 @@ struct SequencedPush: Sendable {
         self.seq = seq
         self.madeAt = madeAt
         let frame: JSONValue = ["seq": .number(Double(seq)), "session": .string(session), "type": .string(type),
-                                "at": .string(Gateway.iso8601(ms: atMs)), "data": data]
+                                "at": .string(Timestamp.iso8601(ms: atMs)), "data": data]
         text = frame.bytes
     }
-}
-
-/// What happened to an upstream call, as the session machine needs to know it.
-enum SessionCallOutcome: Sendable {
-    case output(PaymentOutput)
-    case notAllowed(JSONValue)
-    case rejected(JSONValue)
-    case failed(String)
 }
 
 /// Runs one PaymentSession: feeds the machine, performs its effects, numbers
@@ -37,7 +29,8 @@ actor SessionActor {
     let clientTokenSHA256: String
     /// The W3C trace id of the request that created the session; every call and event carries it.
     let traceID: String
-    private unowned let gateway: Gateway
+    /// Everything outside the session; the service that holds this actor, so not retained.
+    private unowned let environment: any SessionEnvironment
     private var machine: PaymentSessionMachine
     private var pushes: [SequencedPush] = []
     private var seq: Int64
@@ -54,18 +47,18 @@ actor SessionActor {
 
     /// `seqBase`: for a session picked up from another node, the last seq its client saw.
     init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush],
-         seqBase: Int64 = 0, gateway: Gateway) {
+         seqBase: Int64 = 0, environment: any SessionEnvironment) {
         self.id = id
         self.traceID = traceID
         self.clientTokenSHA256 = clientTokenSHA256
         self.machine = machine
-        self.gateway = gateway
+        self.environment = environment
         self.pushes = history
         self.seq = max(history.last?.seq ?? 0, seqBase)
         self.sentUpTo = seq
         self.lastPhase = machine.phase
         self.initialPhaseIsTerminal = machine.phase.isTerminal
-        gateway.metrics.sessionState(from: nil, to: machine.phase.rawValue)
+        environment.phaseChanged(id: id, traceID: traceID, from: nil, to: machine.phase)
     }
 
     var phase: PaymentSessionMachine.Phase { machine.phase }
@@ -83,22 +76,22 @@ actor SessionActor {
     func command(_ command: PaymentSessionMachine.Command, source: String) async -> Problem? {
         guard wake() else {
             // Dropped from memory after the caller found it: the session read back from the store takes the command.
-            guard let restored = gateway.session(id) else { return .notFound("no session \(id)") }
+            guard let restored = environment.readBack(id) else { return .notFound("no session \(id)") }
             return await restored.command(command, source: source)
         }
         await start()
-        gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "client.command",
+        environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "client.command",
                                                summary: "\(source): \(Self.name(command))", traceID: traceID,
                                                data: ["command": .string(Self.name(command)), "source": .string(source)]))
         if case .attempt(.swish(let msisdn?)) = command {
-            gateway.store.eventLog.update(.init(id: id, msisdnSuffix: String(msisdn.suffix(4))))
+            environment.update(.init(id: id, msisdnSuffix: String(msisdn.suffix(4))))
         }
         switch machine.command(command) {
         case .success(let effects):
             await run(effects)
             return nil
         case .failure(let problem):
-            gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "problem", level: .warning,
+            environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "problem", level: .warning,
                                                    summary: "command refused: \(problem.detail ?? problem.title)", traceID: traceID,
                                                    data: ["problem": problem.json]))
             return problem
@@ -123,7 +116,7 @@ actor SessionActor {
     /// so no live push can overtake them.
     func subscribe(_ connection: UInt64, since: Int64) async {
         guard wake() else {
-            await gateway.session(id)?.subscribe(connection, since: since)
+            await environment.readBack(id)?.subscribe(connection, since: since)
             return
         }
         if !started, pushes.isEmpty, since > seq {
@@ -136,9 +129,8 @@ actor SessionActor {
         }
         await start()
         subscribers.insert(connection)
-        guard let edge = gateway.edge else { return }
         for push in pushes where push.seq > since && push.seq <= sentUpTo {
-            edge.send(connection, bytes: push.text)
+            environment.send(push.text, to: connection, stamp: nil)
         }
     }
 
@@ -162,21 +154,19 @@ actor SessionActor {
             switch effect {
             case .push(let event):
                 seq += 1
-                let atMs = Gateway.nowMs()
+                let atMs = environment.nowMs()
                 let push = SequencedPush(seq: seq, type: event.type, atMs: atMs, data: event.data, session: id, madeAt: .now)
-                gateway.metrics.pushed(type: event.type)
+                let problemType = event.type.hasSuffix("ProblemOccurred") ? event.data["problem"]?["type"]?.stringValue : nil
+                environment.pushed(type: event.type, problemType: problemType)
                 pushes.append(push)
-                gateway.store.eventLog.append(LogEvent(atMs: atMs, sessionID: id, seq: push.seq, kind: "push.sent",
+                environment.record(LogEvent(atMs: atMs, sessionID: id, seq: push.seq, kind: "push.sent",
                                                        level: event.type.hasSuffix("ProblemOccurred") ? .warning : .info,
                                                        summary: event.type, traceID: traceID, data: Redaction.redact(event.data)))
-                if event.type.hasSuffix("ProblemOccurred"), let type = event.data["problem"]?["type"]?.stringValue {
-                    gateway.metrics.problem(type: type)
-                    gateway.store.eventLog.update(.init(id: id, lastProblemType: type))
-                }
+                if let problemType { environment.update(.init(id: id, lastProblemType: problemType)) }
                 fresh = true
             case .call(let call):
-                Task { [gateway, id, traceID] in
-                    let outcome = await gateway.performSessionCall(call, sessionID: id, traceID: traceID)
+                Task { [environment, id, traceID] in
+                    let outcome = await environment.perform(call, sessionID: id, traceID: traceID)
                     await self.deliver(outcome, for: call)
                 }
             case .schedulePoll(let afterMs, let generation):
@@ -211,7 +201,7 @@ actor SessionActor {
         let quiet = machine.callInFlight == nil && (machine.phase == .awaitingInstrument || machine.phase == .failed)
         let seen = quietSinceMs.load(ordering: .acquiring)
         guard seen != Self.leftMemory, quiet == (seen == 0) else { return }
-        _ = quietSinceMs.compareExchange(expected: seen, desired: quiet ? Gateway.nowMs() : 0, ordering: .acquiringAndReleasing)
+        _ = quietSinceMs.compareExchange(expected: seen, desired: quiet ? environment.nowMs() : 0, ordering: .acquiringAndReleasing)
     }
 
     private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall) async {
@@ -232,24 +222,21 @@ actor SessionActor {
         guard phase != lastPhase else { return }
         let from = lastPhase
         lastPhase = phase
-        gateway.store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: id, kind: "state.transition",
+        environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "state.transition",
                                                summary: "\(from.rawValue) → \(phase.rawValue)", traceID: traceID,
                                                data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))
-        gateway.sessionPhaseChanged(id: id, from: from, phase: phase)
-        gateway.logger.info("session \(phase.rawValue)", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)",
-                                                                   "from": "\(from.rawValue)", "to": "\(phase.rawValue)"])
+        environment.phaseChanged(id: id, traceID: traceID, from: from, to: phase)
     }
 
     /// Waits until every push so far is committed, then sends those not yet sent, in order.
     private func sendCommitted() async {
         let target = seq
-        await gateway.store.eventLog.flush()
+        await environment.committed()
         guard target > sentUpTo else { return }
         let ready = pushes.filter { $0.seq > sentUpTo && $0.seq <= target }
         sentUpTo = target
-        guard let edge = gateway.edge else { return }
         for push in ready {
-            for connection in subscribers { edge.send(connection, bytes: push.text, stamp: push.madeAt) }
+            for connection in subscribers { environment.send(push.text, to: connection, stamp: push.madeAt) }
         }
     }
 }

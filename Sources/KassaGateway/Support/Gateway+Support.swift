@@ -65,7 +65,7 @@ extension Gateway {
     }
 
     static func eventJSON(_ e: LogEvent) -> JSONValue {
-        var o: [String: JSONValue] = ["id": e.id.map { .number(Double($0)) } ?? .null, "at": .string(iso8601(ms: e.atMs)),
+        var o: [String: JSONValue] = ["id": e.id.map { .number(Double($0)) } ?? .null, "at": .string(Timestamp.iso8601(ms: e.atMs)),
                                       "atMs": .number(Double(e.atMs)), "kind": .string(e.kind), "level": .string(e.level.rawValue),
                                       "summary": .string(e.summary)]
         if let v = e.sessionID { o["session"] = .string(v) }
@@ -81,7 +81,7 @@ extension Gateway {
         ["id": .string(s.id), "state": .string(s.phase), "payeeReference": s.payeeReference.map { .string($0) } ?? .null,
          "paymentOrder": s.paymentOrderID.map { .string($0) } ?? .null, "msisdnSuffix": s.msisdnSuffix.map { .string($0) } ?? .null,
          "lastProblemType": s.lastProblemType.map { .string($0) } ?? .null, "traceId": s.traceID.map { .string($0) } ?? .null,
-         "created": .string(iso8601(ms: s.createdAtMs)), "updated": .string(iso8601(ms: s.updatedAtMs))]
+         "created": .string(Timestamp.iso8601(ms: s.createdAtMs)), "updated": .string(Timestamp.iso8601(ms: s.updatedAtMs))]
     }
 }
 

@@ -8,9 +8,10 @@ import KassaEdge
 /// The edge calls these on its service thread, which serves every connection: they
 /// decide from memory and the token alone, and hand everything else to the stream's
 /// ordered inbox (`StreamInbox`), carried out off that thread.
-extension Gateway {
-    public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
-        if upgrade.path == Self.adminStreamPath { return shouldAcceptAdminStream(upgrade) }
+extension SessionService {
+    static let streamPattern = PathPattern("/v1/sessions/{id}/stream")
+
+    func shouldAcceptStream(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
         guard let id = Self.streamPattern.match(upgrade.path)?["id"] else {
             return .problem(.notFound("no WebSocket route for \(upgrade.path)"))
         }
@@ -18,25 +19,24 @@ extension Gateway {
             return .problem(.badRequest("since must be a whole number ≥ 0", parameter: "since"))
         }
         guard PaymentURLHelper.isSafeID(id) else { return .problem(.notFound("no session \(id)")) }
-        let token = Self.clientToken(upgrade.headers, query: upgrade.query)
-        if let actor = sessions.session(id) { return clientTokenRefusal(token, actor) }
+        let token = Gateway.clientToken(upgrade.headers, query: upgrade.query)
+        if let actor = registry.session(id) { return tokenRefusal(token, actor).map { Gateway.unauthorized($0) } }
         // Not in memory: a token that cannot be ours, or names another session, is refused now;
         // otherwise the store (or the token, for another node's session) decides once the stream is open.
-        guard let token, let header = SessionToken.header(token) else { return clientTokenRefusal(token, nil) }
-        if header.expiresAt <= Self.nowMs() / 1000 { return clientTokenRefusal(token, nil) }
+        guard let token, let header = SessionToken.header(token), header.expiresAt > nowMs() / 1000 else {
+            return tokenRefusal(token, nil).map { Gateway.unauthorized($0) }
+        }
         if let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID != id { return .problem(.notFound("no session \(id)")) }
         return nil
     }
 
-    public func webSocketOpened(_ upgrade: WebSocketUpgrade) {
-        metrics.webSocketOpened(open: edge?.openWebSockets ?? 0)
-        if upgrade.path == Self.adminStreamPath { return adminStreamOpened(upgrade) }
+    func streamOpened(_ upgrade: WebSocketUpgrade) {
         let inbox = StreamInbox(connectionID: upgrade.connectionID)
         streamInboxes.withLock { $0[upgrade.connectionID] = inbox }
         deliver(.open(upgrade), to: inbox)
     }
 
-    public func webSocketReceived(_ connectionID: UInt64, text: String) {
+    func streamReceived(_ connectionID: UInt64, text: String) {
         guard let edge, let inbox = streamInboxes.withLock({ $0[connectionID] }) else { return }
         // A ping with nothing queued before it is answered here and now: no answer can overtake another.
         if inbox.isIdle, text.utf8.count < 256, text.contains("\"ping\""), let message = try? JSONValue.parse(text, maxDepth: 4),
@@ -47,15 +47,9 @@ extension Gateway {
         deliver(.frame(text), to: inbox)
     }
 
-    public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {
-        metrics.webSocketClosed(code: code, open: edge?.openWebSockets ?? 0)
-        adminStreams.withLock { _ = $0.removeValue(forKey: connectionID) }
+    func streamClosed(_ connectionID: UInt64, code: UInt16?) {
         guard let inbox = streamInboxes.withLock({ $0.removeValue(forKey: connectionID) }) else { return }
         deliver(.close(code: code), to: inbox)
-    }
-
-    public func frameWritten(after latency: Duration) {
-        metrics.pushWritten(after: latency)
     }
 
     static func answer(_ re: JSONValue?, _ problem: Problem) -> JSONValue {
@@ -75,7 +69,7 @@ extension Gateway {
         let connection = inbox.connectionID
         switch item {
         case .open(let upgrade):
-            await streamOpened(upgrade, inbox)
+            await subscribe(upgrade, inbox)
         case .frame(let text):
             guard let edge, let actor = inbox.session else { return }
             let message: JSONValue
@@ -92,7 +86,7 @@ extension Gateway {
                 edge.send(connection, json: ["re": re ?? .null, "ok": true, "type": "pong"])
                 return
             }
-            switch Self.parseCommand(type, message) {
+            switch Gateway.parseCommand(type, message) {
             case .failure(let problem):
                 edge.send(connection, json: Self.answer(re, problem))
             case .success(let command):
@@ -100,8 +94,8 @@ extension Gateway {
                 edge.send(connection, json: problem.map { Self.answer(re, $0) } ?? ["re": re ?? .null, "ok": true])
             }
         case .close(let code):
-            guard let id = sessions.unfollow(connection: connection) else { return }
-            store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.close",
+            guard let id = registry.unfollow(connection: connection) else { return }
+            record(LogEvent(atMs: nowMs(), sessionID: id, kind: "ws.close",
                                            summary: "closed\(code.map { " with \($0)" } ?? "")", traceID: inbox.session?.traceID,
                                            data: ["connection": .number(Double(connection)), "code": code.map { .number(Double($0)) } ?? .null]))
             await inbox.session?.unsubscribe(connection)
@@ -110,27 +104,26 @@ extension Gateway {
 
     /// Finds the session (in memory, in the store, or another node's, by its token), checks the
     /// token, and subscribes; a refusal is a problem frame, then a close (4404 or 4401).
-    private func streamOpened(_ upgrade: WebSocketUpgrade, _ inbox: StreamInbox) async {
+    private func subscribe(_ upgrade: WebSocketUpgrade, _ inbox: StreamInbox) async {
         let connection = upgrade.connectionID
         guard let id = Self.streamPattern.match(upgrade.path)?["id"] else { return }
-        let token = Self.clientToken(upgrade.headers, query: upgrade.query)
+        let token = Gateway.clientToken(upgrade.headers, query: upgrade.query)
         let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
         // Follow first, then look up: a followed session is never dropped from memory, and one
         // dropped just before is read back here.
-        sessions.follow(connection: connection, session: id)
+        registry.follow(connection: connection, session: id)
         guard let actor = session(id) ?? adopt(id, token: token, since: since) else {
-            _ = sessions.unfollow(connection: connection)
+            _ = registry.unfollow(connection: connection)
             refuseStream(connection, .notFound("no session \(id)"), code: WebSocketCloseCode.notFound)
             return
         }
-        if let refusal = clientTokenRefusal(token, actor), let problem = try? JSONValue.parse(refusal.body) {
-            _ = sessions.unfollow(connection: connection)
-            edge?.send(connection, json: ["re": .null, "ok": false, "problem": problem])
-            edge?.close(connection, code: WebSocketCloseCode.unauthorized, reason: "client token refused")
+        if let refusal = tokenRefusal(token, actor) {
+            _ = registry.unfollow(connection: connection)
+            refuseStream(connection, refusal, code: WebSocketCloseCode.unauthorized)
             return
         }
         inbox.session = actor
-        store.eventLog.append(LogEvent(atMs: Self.nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
+        record(LogEvent(atMs: nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
                                        traceID: actor.traceID,
                                        data: ["connection": .number(Double(connection)), "since": .number(Double(since)),
                                               "remote": .string(upgrade.remoteAddress)]))

@@ -1,0 +1,222 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaStore
+import Logging
+import Synchronization
+
+/// What a `SessionActor` needs from outside: upstream calls, the event log, the
+/// connections it pushes to, and the node's bookkeeping. Narrow on purpose: the actor
+/// knows nothing of routes, handlers or other sessions.
+protocol SessionEnvironment: AnyObject, Sendable {
+    /// One upstream call, with the retry policy applied.
+    func perform(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome
+    /// Appends to the event log (written in the next batch).
+    func record(_ event: LogEvent)
+    func update(_ change: EventLog.SessionUpdate)
+    /// Returns once everything recorded so far is committed.
+    func committed() async
+    /// Queues a frame for a stream's connection.
+    func send(_ frame: [UInt8], to connection: UInt64, stamp: ContinuousClock.Instant?)
+    func phaseChanged(id: String, traceID: String, from: PaymentSessionMachine.Phase?, to: PaymentSessionMachine.Phase)
+    func pushed(type: String, problemType: String?)
+    /// The session as the store has it, for an actor that was dropped from memory after it was found.
+    func readBack(_ id: String) -> SessionActor?
+    func nowMs() -> Int64
+}
+
+/// The sessions this node holds: creating them, finding them in memory or reading them
+/// back from the store, adopting another node's, recovering after a restart, and letting
+/// them leave memory. Also carries out each session stream's ordered inbox.
+final class SessionService: SessionEnvironment {
+    let configuration: GatewayConfiguration
+    let store: Store
+    let registry = SessionRegistry()
+    let tokenKeys: TokenKeys
+    let swedbankPay: SwedbankPayClient
+    let metrics: KassaMetrics
+    let logger: Logger
+    private let edgeReference = Mutex<EdgeServer?>(nil)
+    /// Session streams by connection, each with its ordered inbox.
+    let streamInboxes = Mutex<[UInt64: StreamInbox]>([:])
+
+    init(configuration: GatewayConfiguration, store: Store, tokenKeys: TokenKeys, swedbankPay: SwedbankPayClient,
+         metrics: KassaMetrics, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.tokenKeys = tokenKeys
+        self.swedbankPay = swedbankPay
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    func attach(_ edge: EdgeServer) { edgeReference.withLock { $0 = edge } }
+    var edge: EdgeServer? { edgeReference.withLock { $0 } }
+
+    /// The session if this node holds it in memory (no store access).
+    func held(_ id: String) -> SessionActor? { registry.session(id) }
+    var count: Int { registry.count }
+
+    // MARK: Create
+
+    /// A new session for a view-paymentsession `href`; returns it with its client token.
+    /// `id` comes from `newID()`, made before the payment order so its events carry it too.
+    func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, traceID: String) async throws -> (SessionActor, String) {
+        let now = nowMs()
+        let token = SessionToken.issue(sessionID: id, href: href, expiresAt: (now + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
+                                       keys: tokenKeys)
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
+                                         paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
+                                         createdAtMs: now, updatedAtMs: now, traceID: traceID)
+        try await store.insertSession(record)
+        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID,
+                                 machine: PaymentSessionMachine(sessionURL: href, pollIntervalMs: configuration.sessionPollIntervalMs),
+                                 history: [], environment: self)
+        registry.add(actor)
+        self.record(LogEvent(atMs: now, sessionID: id, kind: "session.created", summary: "session created", traceID: traceID,
+                        data: ["payeeReference": payeeReference.map { .string($0) } ?? .null,
+                               "paymentOrder": paymentOrderID.map { .string($0) } ?? .null,
+                               "viewPaymentSession": .string(Redaction.redactURLQuery(href))]))
+        return (actor, token)
+    }
+
+    /// 32 hex digits: the creation time in milliseconds (10 digits), then 88 random bits.
+    /// Time-ordered ids keep the event log's session index appending where the active
+    /// sessions are, instead of touching pages all over it (see bench/RESULTS.md).
+    func newID() -> String { Self.newSessionID(nowMs: nowMs()) }
+
+    static func newSessionID(nowMs: Int64) -> String {
+        String(String(nowMs, radix: 16).suffix(10)).leftPadded(to: 10) + String(Secrets.randomHex(bytes: 11).prefix(22))
+    }
+
+    // MARK: Find
+
+    /// A session held here, or one this node stored before (after a restart or eviction).
+    /// Reads the store: never call it on the edge's service thread.
+    func session(_ id: String) -> SessionActor? {
+        if let actor = registry.session(id) { return actor }
+        guard PaymentURLHelper.isSafeID(id), let record = try? store.session(id: id) else { return nil }
+        let restored = restore(record)
+        let actor = registry.add(restored)
+        if actor === restored, restored.initialPhaseIsTerminal {
+            // Read back only to be shown: it leaves memory again like any ended session.
+            registry.ended(id, dueMs: nowMs() + Int64(configuration.endedSessionMemorySeconds * 1000))
+        } else if actor === restored {
+            self.record(LogEvent(atMs: nowMs(), sessionID: id, kind: "session.restored",
+                            summary: "read back from the store in \(record.phase); re-read upstream when next used", traceID: actor.traceID))
+        }
+        return actor
+    }
+
+    private func restore(_ record: Store.SessionRecord) -> SessionActor {
+        let logged = (try? store.eventLog.pushedEvents(sessionID: record.id, afterSeq: 0)) ?? []
+        let history = logged.map {
+            SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]), session: record.id)
+        }
+        let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
+        let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: logged.map(\.summary),
+                                            pollIntervalMs: configuration.sessionPollIntervalMs)
+        return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
+                            traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, environment: self)
+    }
+
+    /// A session this node has never held, vouched for by its client token (sealed with the
+    /// cluster secret): another node created it. It is picked up from upstream, which is the
+    /// source of truth, and its pushes continue after `since`, the last seq the client saw.
+    func adopt(_ id: String, token: String?, since: Int64) -> SessionActor? {
+        let now = nowMs()
+        guard let token, let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID == id, claim.expiresAt > now / 1000,
+              PaymentURLHelper.isSafeID(id), swedbankPay.isAllowed(claim.href) else { return nil }
+        let traceID = TraceContext.newTraceID()
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: claim.href, payeeReference: nil,
+                                         paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
+                                         createdAtMs: now, updatedAtMs: now, traceID: traceID)
+        do { try store.insertSessionNow(record) } catch { return registry.session(id) }
+        let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
+                                            history: since > 0 ? ["PaymentSessionFetched"] : [],
+                                            pollIntervalMs: configuration.sessionPollIntervalMs)
+        let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
+                                     history: [], seqBase: since, environment: self)
+        let actor = registry.add(candidate)
+        guard actor === candidate else { return actor }
+        self.record(LogEvent(atMs: now, sessionID: id, kind: "session.adopted",
+                        summary: "picked up from another node, continuing after seq \(since)", traceID: traceID))
+        logger.info("session adopted", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)", "since": "\(since)"])
+        Task { await actor.start() }
+        return actor
+    }
+
+    /// Picks up the sessions a previous run left unfinished and re-reads them upstream.
+    func recover() {
+        let terminal = [PaymentSessionMachine.Phase.completed, .canceled, .ended].map(\.rawValue)
+        guard let records = try? store.unfinishedSessions(terminalPhases: terminal) else { return }
+        for record in records where registry.session(record.id) == nil {
+            let actor = restore(record)
+            registry.add(actor)
+            self.record(LogEvent(atMs: nowMs(), sessionID: record.id, kind: "session.recovered",
+                                 summary: "picked up after restart in \(record.phase)"))
+            Task { await actor.start() }
+        }
+    }
+
+    // MARK: Client tokens
+
+    /// Nil when `token` is this session's client token; else the problem saying what is wrong with it.
+    func tokenRefusal(_ token: String?, _ actor: SessionActor?) -> Problem? {
+        let nowSeconds = nowMs() / 1000
+        if let actor, SessionRegistry.tokenMatches(token, actor, keys: tokenKeys, nowSeconds: nowSeconds) { return nil }
+        if let token, let header = SessionToken.header(token), header.expiresAt <= nowSeconds {
+            return .unauthorized("this client token expired at \(Timestamp.iso8601(ms: header.expiresAt * 1000)); create a new session")
+        }
+        return .unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")
+    }
+
+    // MARK: Leaving memory
+
+    /// Drops ended sessions that are due and, with `waiting`, sessions the payer has left
+    /// waiting too long (see `GatewayConfiguration`); their rows and events stay in the store.
+    func evict(nowMs: Int64, waiting: Bool) async {
+        var gone = registry.evictEnded(nowMs: nowMs)
+        if waiting { gone += registry.evictQuiet(quietBeforeMs: nowMs - Int64(configuration.waitingSessionMemorySeconds * 1000)) }
+        for actor in gone { metrics.sessionState(from: await actor.phase.rawValue, to: nil) }
+    }
+
+    // MARK: SessionEnvironment
+
+    func perform(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome {
+        await swedbankPay.perform(call, sessionID: sessionID, traceID: traceID)
+    }
+
+    func record(_ event: LogEvent) { store.eventLog.append(event) }
+
+    func update(_ change: EventLog.SessionUpdate) { store.eventLog.update(change) }
+
+    func committed() async { await store.eventLog.flush() }
+
+    func send(_ frame: [UInt8], to connection: UInt64, stamp: ContinuousClock.Instant?) {
+        edge?.send(connection, bytes: frame, stamp: stamp)
+    }
+
+    func phaseChanged(id: String, traceID: String, from: PaymentSessionMachine.Phase?, to phase: PaymentSessionMachine.Phase) {
+        metrics.sessionState(from: from?.rawValue, to: phase.rawValue)
+        let now = nowMs()
+        store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: now))
+        if phase.isTerminal { registry.ended(id, dueMs: now + Int64(configuration.endedSessionMemorySeconds * 1000)) }
+        if let from {
+            logger.info("session \(phase.rawValue)", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)",
+                                                               "from": "\(from.rawValue)", "to": "\(phase.rawValue)"])
+        }
+    }
+
+    func pushed(type: String, problemType: String?) {
+        metrics.pushed(type: type)
+        if let problemType { metrics.problem(type: problemType) }
+    }
+
+    func readBack(_ id: String) -> SessionActor? { session(id) }
+
+    func nowMs() -> Int64 { Gateway.nowMs() }
+}
+
+/// The event log's event (swift-log has a type of the same name).
+typealias LogEvent = KassaCore.LogEvent

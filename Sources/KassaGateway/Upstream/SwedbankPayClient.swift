@@ -1,0 +1,244 @@
+import Foundation
+import KassaCore
+import KassaStore
+import KassaUpstream
+import Logging
+import Synchronization
+
+/// Swedbank Pay as the gateway calls it: every exchange written to the event log as an
+/// `upstream.request` / `upstream.response` pair with redacted bodies, timed in metrics,
+/// guarded by a circuit breaker per host, and for sessions retried by the retry policy.
+/// Only URLs on the allowed hosts are ever called.
+final class SwedbankPayClient: Sendable {
+    /// Largest body excerpt kept in the event log.
+    static let loggedBodyLimit = 4_096
+    static let operationNotAllowed = "https://api.payex.com/psp/errordetail/paymentsessions/operationnotallowed"
+
+    struct Call {
+        var operation: String
+        var method: String
+        var url: String
+        var body: JSONValue?
+        var traceID: String
+        var sessionID: String?
+    }
+
+    private let configuration: GatewayConfiguration
+    private let http: UpstreamClient
+    private let eventLog: EventLog
+    private let metrics: KassaMetrics
+    private let logger: Logger
+    /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
+    let allowedHosts: Set<String>
+    /// Circuit breakers by upstream host.
+    private let breakers = Mutex<[String: CircuitBreaker]>([:])
+    private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, reachable: Bool)>((nil, false))
+
+    init(configuration: GatewayConfiguration, http: UpstreamClient, eventLog: EventLog, metrics: KassaMetrics, logger: Logger) {
+        self.configuration = configuration
+        self.http = http
+        self.eventLog = eventLog
+        self.metrics = metrics
+        self.logger = logger
+        let upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
+        allowedHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + [upstreamHost])
+    }
+
+    /// The absolute URL for an upstream path such as `/psp/consumers`.
+    func url(_ path: String) -> String {
+        var base = configuration.upstreamURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + path
+    }
+
+    /// True when `href` names an allowed upstream host over http(s): no request goes elsewhere.
+    func isAllowed(_ href: String) -> Bool {
+        guard let url = UpstreamURL(href), url.scheme == "https" || url.scheme == "http" else { return false }
+        return allowedHosts.contains(url.host)
+    }
+
+    // MARK: One exchange
+
+    /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON).
+    func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) {
+        let url = UpstreamURL(call.url)
+        let path = Redaction.redactTokens(url?.path ?? call.url)
+        var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
+        if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
+        var bodyBytes: [UInt8]?
+        if let body = call.body {
+            headers.append(("Content-Type", "application/json"))
+            bodyBytes = body.bytes
+        }
+        var document: JSONValue?
+        eventLog.append(LogEvent(
+            atMs: Gateway.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
+            summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
+            data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                   "body": call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null]))
+        let started = ContinuousClock.now
+        let host = url?.host ?? ""
+        let result: Result<UpstreamResponse, UpstreamError>
+        if !circuitAllows(host) {
+            // Fail fast while the host keeps failing; nothing is sent, so a retry is safe.
+            result = .failure(.connectFailed("circuit breaker open for \(host)"))
+        } else {
+            do {
+                result = .success(try await http.send(UpstreamRequest(
+                    method: call.method, url: call.url, headers: headers, body: bodyBytes,
+                    connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: configuration.upstreamTimeoutMs)))
+            } catch {
+                result = .failure(error)
+            }
+            let success: Bool
+            if case .success(let r) = result { success = r.status < 500 } else { success = false }
+            circuitRecord(host, success: success, traceID: call.traceID, sessionID: call.sessionID)
+        }
+        let elapsed = started.duration(to: .now)
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        if case .success(let r) = result {
+            metrics.upstream(operation: call.operation, status: r.status, seconds: ms / 1000)
+        } else {
+            metrics.upstream(operation: call.operation, status: nil, seconds: ms / 1000)
+        }
+        switch result {
+        case .success(let response):
+            document = try? JSONValue.parse(response.body)
+            eventLog.append(LogEvent(
+                atMs: Gateway.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
+                level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
+                summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
+                data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                       "contentType": .string(response.header("content-type") ?? ""),
+                       "body": document.map { Self.loggable($0, size: response.body.count) } ?? .string(Self.excerpt(response.body))]))
+        case .failure(let error):
+            eventLog.append(LogEvent(
+                atMs: Gateway.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
+                summary: "\(call.method) \(path) failed: \(Redaction.redactTokens(error.description))", durationMs: ms, traceID: call.traceID,
+                data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                       "error": .string(Redaction.redactTokens(error.description))]))
+        }
+        return (result, document)
+    }
+
+    // MARK: A session's call, with retries
+
+    /// One upstream call for a session, retried by the retry policy when that
+    /// is safe: reads always, writes only when no connection was ever made.
+    func perform(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome {
+        guard isAllowed(call.href) else {
+            return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
+        }
+        let clock = ContinuousClock()
+        let started = clock.now
+        var retry = 0
+        while true {
+            let (result, document) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
+                                                     traceID: traceID, sessionID: sessionID))
+            let reason: String
+            var neverSent = false
+            switch result {
+            case .success(let response):
+                if (200..<300).contains(response.status) {
+                    if let document, let output = PaymentOutput.parse(document) { return .output(output) }
+                    reason = "Swedbank Pay answered \(call.rel) with a body that is not a payment session"
+                } else if response.status == 409, document?["type"]?.stringValue == Self.operationNotAllowed {
+                    return .notAllowed(document ?? .null)
+                } else if (400..<500).contains(response.status) {
+                    if let document, document["type"]?.stringValue != nil { return .rejected(document) }
+                    return .rejected(["type": "PaymentSessionAPIRequestFailed", "status": .number(Double(response.status)),
+                                      "detail": .string("Swedbank Pay refused \(call.rel) with \(response.status)")])
+                } else {
+                    reason = "Swedbank Pay answered \(call.rel) with \(response.status)"
+                }
+            case .failure(let error):
+                if case .connectFailed = error { neverSent = true }
+                reason = "\(call.rel): \(error)"
+            }
+            let elapsed = started.duration(to: clock.now)
+            let elapsedMs = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
+            guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
+                  let delay = configuration.sessionRetry.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
+            else {
+                eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
+                                         summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"), traceID: traceID,
+                                         data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
+                                                "reason": .string(Redaction.redactTokens(reason))]))
+                return .failed(reason)
+            }
+            retry += 1
+            metrics.upstreamRetry(operation: call.rel)
+            eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
+                                     summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"), traceID: traceID,
+                                     data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
+            try? await Task.sleep(for: .milliseconds(delay))
+        }
+    }
+
+    // MARK: Readiness
+
+    /// Any HTTP answer from the upstream base URL counts as reachable; the
+    /// result is kept for two seconds so probes do not load the upstream.
+    func reachable() async -> Bool {
+        let cached = readiness.withLock { state -> Bool? in
+            guard let at = state.checkedAt, at.duration(to: .now) < .seconds(2) else { return nil }
+            return state.reachable
+        }
+        if let cached { return cached }
+        let request = UpstreamRequest(method: "GET", url: configuration.upstreamURL, connectTimeoutMs: 1_000, totalTimeoutMs: 2_000)
+        let reachable = (try? await http.send(request)) != nil
+        readiness.withLock { $0 = (.now, reachable) }
+        return reachable
+    }
+
+    // MARK: Circuit breaker
+
+    private func circuitAllows(_ host: String) -> Bool {
+        let now = Date().timeIntervalSince1970
+        return breakers.withLock { all -> Bool in
+            var breaker = all[host] ?? configuration.circuitBreaker
+            defer { all[host] = breaker }
+            return breaker.allow(now: now)
+        }
+    }
+
+    private func circuitRecord(_ host: String, success: Bool, traceID: String, sessionID: String?) {
+        let now = Date().timeIntervalSince1970
+        let change = breakers.withLock { all -> CircuitBreaker.State? in
+            var breaker = all[host] ?? configuration.circuitBreaker
+            defer { all[host] = breaker }
+            return breaker.record(success: success, now: now)
+        }
+        guard let change else { return }
+        let open = if case .open = change { true } else { false }
+        metrics.circuit(host: host, open: open)
+        if open || change == .closed {
+            eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "upstream.circuit", level: open ? .error : .info,
+                                     summary: "circuit breaker for \(host) \(open ? "opened" : "closed")", traceID: traceID,
+                                     data: ["host": .string(host), "open": .bool(open)]))
+            if open { logger.error("upstream circuit breaker opened", metadata: ["host": "\(host)"]) }
+        }
+    }
+
+    // MARK: What the event log keeps of a body
+
+    /// A redacted body, cut to a size the event log can hold. `size` is the body's size
+    /// on the wire: a large body is never redacted whole just to be cut.
+    static func loggable(_ value: JSONValue, size: Int) -> JSONValue {
+        guard size > loggedBodyLimit else { return Redaction.redact(value) }
+        return ["truncated": true, "bytes": .number(Double(size)), "excerpt": .string(excerpt(Redaction.redact(value).bytes))]
+    }
+
+    /// Non-JSON bodies are kept only as a short, redacted excerpt.
+    static func excerpt(_ bytes: [UInt8]) -> String {
+        Redaction.redactURLQuery(String(decoding: bytes.prefix(256), as: UTF8.self))
+    }
+}
+
+/// What happened to an upstream call, as the session machine needs to know it.
+enum SessionCallOutcome: Sendable {
+    case output(PaymentOutput)
+    case notAllowed(JSONValue)
+    case rejected(JSONValue)
+    case failed(String)
+}
