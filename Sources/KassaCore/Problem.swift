@@ -34,6 +34,16 @@ public struct Problem: Error, Sendable, Equatable {
     }
 
     public static let contentType = "application/problem+json"
+
+    /// Another service's RFC 7807 document as a problem, every member kept; nil when it is not one.
+    public init?(forwarding document: JSONValue, status: Int) {
+        guard case .object(var members) = document, let type = members.removeValue(forKey: "type")?.stringValue,
+              members.removeValue(forKey: "status")?.intValue != nil else { return nil }
+        let title = members.removeValue(forKey: "title")?.stringValue ?? ""
+        let detail = members.removeValue(forKey: "detail")?.stringValue
+        let instance = members.removeValue(forKey: "instance")?.stringValue
+        self.init(type: type, title: title, status: status, detail: detail, instance: instance, extensions: members)
+    }
 }
 
 /// Kassa's own problem types live under `urn:kassa:problem:`; a URN because

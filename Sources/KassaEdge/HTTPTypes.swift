@@ -109,3 +109,25 @@ public enum WebSocketCloseCode {
     public static let unauthorized: UInt16 = 4401
     public static let notFound: UInt16 = 4404
 }
+
+/// A problem with headers of its own (`Retry-After`, `WWW-Authenticate`, `Allow`), thrown by a handler.
+public struct ProblemError: Error, Sendable {
+    public var problem: Problem
+    public var headers: [(String, String)]
+
+    public init(_ problem: Problem, headers: [(String, String)]) {
+        self.problem = problem
+        self.headers = headers
+    }
+}
+
+extension HTTPResponse {
+    /// The answer for an error a handler threw: its problem, or a 500 that says nothing of the cause.
+    public static func problem(for error: any Error) -> HTTPResponse {
+        switch error {
+        case let problem as Problem: return .problem(problem)
+        case let thrown as ProblemError: return .problem(thrown.problem, headers: thrown.headers)
+        default: return .problem(.internalError("the request failed inside the gateway"))
+        }
+    }
+}

@@ -60,11 +60,20 @@ public struct RequestContext: Sendable {
     public let routeName: String
     /// The W3C trace id this request belongs to (from `traceparent`, or new).
     public let traceID: String
+
+    public init(request: HTTPRequest, parameters: [String: String], requestID: String, routeName: String, traceID: String) {
+        self.request = request
+        self.parameters = parameters
+        self.requestID = requestID
+        self.routeName = routeName
+        self.traceID = traceID
+    }
 }
 
 /// One row of a routing table; `App` is the object whose handlers it calls.
 public struct Route<App: Sendable>: Sendable {
-    public typealias Handler = @Sendable (App, RequestContext) async -> HTTPResponse
+    /// Answers, or throws a `Problem` (or `ProblemError`, with headers) for the one place that renders them.
+    public typealias Handler = @Sendable (App, RequestContext) async throws -> HTTPResponse
 
     public let method: HTTPMethod
     public let pattern: PathPattern
@@ -98,7 +107,9 @@ public struct Router<App: Sendable>: Sendable {
         switch match(request.method, request.path) {
         case .found(let route, let parameters):
             let context = RequestContext(request: request, parameters: parameters, requestID: requestID, routeName: route.name, traceID: traceID)
-            return (route.name, await route.handler(app, context))
+            do { return (route.name, try await route.handler(app, context)) } catch {
+                return (route.name, HTTPResponse.problem(for: error))
+            }
         case .methodNotAllowed(let allowed):
             let list = allowed.map(\.rawValue).joined(separator: ", ")
             return ("unmatched", .problem(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),

@@ -6,10 +6,10 @@ import KassaStore
 /// The Sessions API (`/v1/sessions`): create a PaymentSession, read it, and
 /// send it commands over HTTP — the same commands the WebSocket takes.
 extension Gateway {
-    static func unauthorized(_ detail: String) -> HTTPResponse { unauthorized(.unauthorized(detail)) }
+    static func unauthorized(_ detail: String) -> ProblemError { unauthorized(.unauthorized(detail)) }
 
-    static func unauthorized(_ problem: Problem) -> HTTPResponse {
-        .problem(problem, headers: [("www-authenticate", "Bearer")])
+    static func unauthorized(_ problem: Problem) -> ProblemError {
+        ProblemError(problem, headers: [("www-authenticate", "Bearer")])
     }
 
     static func clientToken(_ headers: HTTPHeaders, query: [(name: String, value: String)]) -> String? {
@@ -21,27 +21,26 @@ extension Gateway {
 
     // MARK: Create
 
-    func createSession(_ context: RequestContext) async -> HTTPResponse {
-        guard hasValidAPIKey(context.request) else { return Self.unauthorized("the Your-Api-Key header is missing or holds no valid key") }
+    func createSession(_ context: RequestContext) async throws -> HTTPResponse {
         let keyScope = "create:" + Hashing.sha256Hex(context.request.headers[MerchantAPI.apiKeyHeader] ?? "")
-        return await idempotent(scope: keyScope, context) { [self] in await self.createSessionNow(context) }
+        return try await idempotent(scope: keyScope, context) { [self] in try await self.createSessionNow(context) }
     }
 
-    private func createSessionNow(_ context: RequestContext) async -> HTTPResponse {
+    private func createSessionNow(_ context: RequestContext) async throws -> HTTPResponse {
         if configuration.maxSessions > 0, sessions.count >= configuration.maxSessions {
-            return .problem(.kassa("capacity", "Service Unavailable", 503,
-                                   detail: "this node holds its maximum of \(configuration.maxSessions) sessions; try again later or another node"),
-                            headers: [("retry-after", "5")])
+            throw ProblemError(.kassa("capacity", "Service Unavailable", 503,
+                                      detail: "this node holds its maximum of \(configuration.maxSessions) sessions; try again later or another node"),
+                               headers: [("retry-after", "5")])
         }
         if let failure = store.eventLog.lastWriteError {
             // A payment nobody could explain later is worse than one not started.
-            return .problem(.serviceUnavailable("the event log cannot be written (\(failure)); no new sessions until it can"),
-                            headers: [("retry-after", "5")])
+            throw ProblemError(.serviceUnavailable("the event log cannot be written (\(failure)); no new sessions until it can"),
+                               headers: [("retry-after", "5")])
         }
         var input: JSONInput
         switch JSONInput.parse(context.request.body) {
         case .success(let parsed): input = parsed
-        case .failure(let problem): return .problem(.badRequest("the body \(problem.description)", parameter: problem.field))
+        case .failure(let problem): throw Problem.badRequest("the body \(problem.description)", parameter: problem.field)
         }
         let id = sessions.newID()
         var href: String
@@ -49,24 +48,21 @@ extension Gateway {
         var paymentOrderID: String?
         if let given = input.string("viewPaymentSession", required: false, maxLength: 2048) {
             guard swedbankPay.isAllowed(given) else {
-                return .problem(.badRequest("viewPaymentSession must be an http(s) URL on an allowed upstream host", parameter: "viewPaymentSession"))
+                throw Problem.badRequest("viewPaymentSession must be an http(s) URL on an allowed upstream host", parameter: "viewPaymentSession")
             }
             href = given
         } else if let order = input.object("paymentOrder", required: false) {
-            switch await createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID, sessionID: id) {
-            case .failure(let refusal): return refusal.response
-            case .success(let created):
-                guard let view = Self.operation(created.document, rel: "view-paymentsession")?["href"]?.stringValue,
-                      swedbankPay.isAllowed(view) else {
-                    return MerchantProblem.badGateway("the payment order has no usable view-paymentsession operation")
-                }
-                href = view
-                payeeReference = created.payeeReference
-                paymentOrderID = created.paymentOrderID
+            let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID, sessionID: id)
+            guard let view = MerchantAPI.operation(created.document, rel: "view-paymentsession")?["href"]?.stringValue,
+                  swedbankPay.isAllowed(view) else {
+                throw MerchantProblem.badGateway("the payment order has no usable view-paymentsession operation")
             }
+            href = view
+            payeeReference = created.payeeReference
+            paymentOrderID = created.paymentOrderID
         } else {
-            if let first = input.problems.first { return .problem(.badRequest("\(first.field) \(first.description)", parameter: first.field)) }
-            return .problem(.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body"))
+            if let first = input.problems.first { throw Problem.badRequest("\(first.field) \(first.description)", parameter: first.field) }
+            throw Problem.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body")
         }
 
         let actor: SessionActor, token: String
@@ -74,8 +70,9 @@ extension Gateway {
             (actor, token) = try await sessions.create(id: id, href: href, payeeReference: payeeReference, paymentOrderID: paymentOrderID,
                                                        traceID: context.traceID)
         } catch {
-            return .problem(.serviceUnavailable("the session cannot be stored: \(Store.reason(error))"))
+            throw Problem.serviceUnavailable("the session cannot be stored: \(Store.reason(error))")
         }
+        Exchange.current?.sessionID = id
         // The session starts on its first use (stream, command or read), on whichever node of a
         // cluster its id routes to: that node picks it up with the token if it did not create it.
         return .json(["id": .string(id), "clientToken": .string(token), "streamUrl": .string("/v1/sessions/\(id)/stream"),
@@ -85,38 +82,26 @@ extension Gateway {
     // MARK: Read and command
 
     /// The session named in the path, if the request carries its client token.
-    func authorizedSession(_ context: RequestContext) -> Result<SessionActor, Refusal> {
+    func authorizedSession(_ context: RequestContext) throws -> SessionActor {
         let id = context.parameters["id"] ?? ""
+        if PaymentURLHelper.isSafeID(id) { Exchange.current?.sessionID = id }
         let token = Self.clientToken(context.request.headers, query: context.request.query)
-        guard let actor = sessions.session(id) ?? sessions.adopt(id, token: token, since: 0) else {
-            return .failure(Refusal(response: .problem(.notFound("no session \(id)"))))
-        }
-        if let refusal = sessions.tokenRefusal(token, actor) { return .failure(Refusal(response: Self.unauthorized(refusal))) }
-        return .success(actor)
+        guard let actor = sessions.session(id) ?? sessions.adopt(id, token: token, since: 0) else { throw Problem.notFound("no session \(id)") }
+        if let refusal = sessions.tokenRefusal(token, actor) { throw Self.unauthorized(refusal) }
+        return actor
     }
 
-    func getSession(_ context: RequestContext) async -> HTTPResponse {
-        switch authorizedSession(context) {
-        case .failure(let refusal): return refusal.response
-        case .success(let actor): return .json(await actor.snapshot())
-        }
+    func getSession(_ context: RequestContext) async throws -> HTTPResponse {
+        .json(await (try authorizedSession(context)).snapshot())
     }
 
-    func sessionCommand(_ context: RequestContext, type: String) async -> HTTPResponse {
-        let actor: SessionActor
-        switch authorizedSession(context) {
-        case .failure(let refusal): return refusal.response
-        case .success(let found): actor = found
-        }
-        return await idempotent(scope: "session:\(actor.id):\(type)", context) {
+    func sessionCommand(_ context: RequestContext, type: String) async throws -> HTTPResponse {
+        let actor = try authorizedSession(context)
+        return try await idempotent(scope: "session:\(actor.id):\(type)", context) {
             let body = context.request.body.isEmpty ? JSONValue.object([:]) : ((try? JSONValue.parse(context.request.body)) ?? .null)
-            guard case .object = body else { return .problem(.badRequest("the body must be a JSON object", parameter: "body")) }
-            let command: PaymentSessionMachine.Command
-            switch Self.parseCommand(type, body) {
-            case .failure(let problem): return .problem(problem)
-            case .success(let parsed): command = parsed
-            }
-            if let problem = await actor.command(command, source: "http") { return .problem(problem) }
+            guard case .object = body else { throw Problem.badRequest("the body must be a JSON object", parameter: "body") }
+            let command = try Self.parseCommand(type, body).get()
+            if let problem = await actor.command(command, source: "http") { throw problem }
             return .json(["ok": true, "session": await actor.snapshot()], status: 202)
         }
     }
@@ -151,26 +136,33 @@ extension Gateway {
 
     // MARK: Idempotency-Key
 
-    /// Runs `work` once per Idempotency-Key and scope; a repeat gets the first answer.
-    func idempotent(scope: String, _ context: RequestContext, _ work: () async -> HTTPResponse) async -> HTTPResponse {
-        guard let key = context.request.headers["idempotency-key"] else { return await work() }
+    /// Runs `work` once per Idempotency-Key and scope; a repeat gets the first answer (a problem
+    /// below 500 included, stored as it was rendered).
+    func idempotent(scope: String, _ context: RequestContext, _ work: () async throws -> HTTPResponse) async throws -> HTTPResponse {
+        guard let key = context.request.headers["idempotency-key"] else { return try await work() }
         guard !key.isEmpty, key.utf8.count <= 200, key.utf8.allSatisfy({ $0 >= 0x21 && $0 < 0x7F }) else {
-            return .problem(.badRequest("Idempotency-Key must be 1 to 200 visible ASCII characters", parameter: "Idempotency-Key"))
+            throw Problem.badRequest("Idempotency-Key must be 1 to 200 visible ASCII characters", parameter: "Idempotency-Key")
         }
         if let stored = try? store.idempotentAnswer(scope: scope, key: key) {
             return HTTPResponse(status: stored.status, contentType: stored.contentType, headers: [("idempotent-replayed", "true")], body: stored.body)
         }
         let claimed = idempotencyInFlight.withLock { $0.insert(scope + "\u{0}" + key).inserted }
         guard claimed else {
-            return .problem(.kassa("idempotency-conflict", "Conflict", 409, detail: "a request with this Idempotency-Key is still running"))
+            throw Problem.kassa("idempotency-conflict", "Conflict", 409, detail: "a request with this Idempotency-Key is still running")
         }
         defer { _ = idempotencyInFlight.withLock { $0.remove(scope + "\u{0}" + key) } }
-        let response = await work()
+        let response: HTTPResponse
+        var thrown: (any Error)?
+        do { response = try await work() } catch {
+            response = HTTPResponse.problem(for: error)
+            thrown = error
+        }
         if response.status < 500 {
             try? await store.rememberAnswer(scope: scope, key: key,
                                             Store.StoredAnswer(status: response.status, contentType: response.contentType, body: response.body),
                                             atMs: Self.nowMs())
         }
+        if let thrown { throw thrown }
         return response
     }
 }

@@ -20,11 +20,11 @@ extension SessionService {
         }
         guard PaymentURLHelper.isSafeID(id) else { return .problem(.notFound("no session \(id)")) }
         let token = Gateway.clientToken(upgrade.headers, query: upgrade.query)
-        if let actor = registry.session(id) { return tokenRefusal(token, actor).map { Gateway.unauthorized($0) } }
+        if let actor = registry.session(id) { return tokenRefusal(token, actor).map { HTTPResponse.problem(for: Gateway.unauthorized($0)) } }
         // Not in memory: a token that cannot be ours, or names another session, is refused now;
         // otherwise the store (or the token, for another node's session) decides once the stream is open.
         guard let token, let header = SessionToken.header(token), header.expiresAt > nowMs() / 1000 else {
-            return tokenRefusal(token, nil).map { Gateway.unauthorized($0) }
+            return tokenRefusal(token, nil).map { HTTPResponse.problem(for: Gateway.unauthorized($0)) }
         }
         if let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID != id { return .problem(.notFound("no session \(id)")) }
         return nil

@@ -7,7 +7,10 @@ extension Gateway {
     static let adminStreamPath = "/v1/admin/stream"
 
     func shouldAcceptAdminStream(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
-        guard hasAdminToken(upgrade.headers, query: upgrade.query) else { return Self.adminUnauthorized() }
+        guard let token = Self.clientToken(upgrade.headers, query: upgrade.query), !token.isEmpty,
+              Secrets.constantTimeEquals(token, configuration.adminToken) else {
+            return .problem(for: Self.unauthorized("the admin token is required (Authorization: Bearer)"))
+        }
         if let session = upgrade.queryValue("session"), !PaymentURLHelper.isSafeID(session) {
             return .problem(.badRequest("session must be a session id", parameter: "session"))
         }
@@ -23,7 +26,7 @@ extension Gateway {
         let streams = adminStreams.withLock { $0 }
         guard !streams.isEmpty, let edge else { return }
         for event in events {
-            let frame = Self.eventJSON(event)
+            let frame = SupportAPI.eventJSON(event)
             for (connection, filter) in streams where filter == nil || filter == event.sessionID {
                 edge.send(connection, json: frame)
             }

@@ -3,65 +3,57 @@ import KassaCore
 import KassaEdge
 import KassaStore
 
-/// The support API (`/v1/admin/…`, admin token): find sessions, list events,
-/// read a session's timeline. Bad filters get a 400 naming the parameter.
-extension Gateway {
-    func hasAdminToken(_ headers: HTTPHeaders, query: [(name: String, value: String)]) -> Bool {
-        guard let token = Self.clientToken(headers, query: query), !token.isEmpty else { return false }
-        return Secrets.constantTimeEquals(token, configuration.adminToken)
-    }
+/// The support API (`/v1/admin/…`, admin token, checked by the middleware): find
+/// sessions, list events, read a session's timeline. Bad filters get a 400 naming the parameter.
+struct SupportAPI: Sendable {
+    let store: Store
 
-    static func adminUnauthorized() -> HTTPResponse {
-        unauthorized("the admin token is required (Authorization: Bearer)")
-    }
-
-    func adminEvents(_ context: RequestContext) async -> HTTPResponse {
-        guard hasAdminToken(context.request.headers, query: context.request.query) else { return Self.adminUnauthorized() }
+    func events(_ context: RequestContext) throws -> HTTPResponse {
         let query: Store.EventQuery
-        do { query = try SupportQuery.events(context.request.query) } catch { return .problem(error.problem) }
+        do { query = try SupportQuery.events(context.request.query) } catch { throw error.problem }
         do {
             let found = try store.searchEvents(query)
             let next = found.count == query.limit ? found.last?.id.map { String($0) } : nil
             return .json(["events": .array(found.map(Self.eventJSON)), "nextCursor": next.map { .string($0) } ?? .null])
         } catch {
-            return .problem(.serviceUnavailable("the event log cannot be read: \(Store.reason(error))"))
+            throw Problem.serviceUnavailable("the event log cannot be read: \(Store.reason(error))")
         }
     }
 
-    func adminSessions(_ context: RequestContext) async -> HTTPResponse {
-        guard hasAdminToken(context.request.headers, query: context.request.query) else { return Self.adminUnauthorized() }
+    func sessions(_ context: RequestContext) throws -> HTTPResponse {
         let query: Store.SessionQuery
-        do { query = try SupportQuery.sessions(context.request.query) } catch { return .problem(error.problem) }
+        do { query = try SupportQuery.sessions(context.request.query) } catch { throw error.problem }
         do {
             let found = try store.searchSessions(query)
             let next = found.count == query.limit ? found.last.map { "\($0.createdAtMs).\($0.id)" } : nil
             return .json(["sessions": .array(found.map(Self.sessionJSON)), "nextCursor": next.map { .string($0) } ?? .null])
         } catch {
-            return .problem(.serviceUnavailable("the session store cannot be read: \(Store.reason(error))"))
+            throw Problem.serviceUnavailable("the session store cannot be read: \(Store.reason(error))")
         }
     }
 
-    func adminTimeline(_ context: RequestContext) async -> HTTPResponse {
-        guard hasAdminToken(context.request.headers, query: context.request.query) else { return Self.adminUnauthorized() }
+    func timeline(_ context: RequestContext) throws -> HTTPResponse {
         let id = context.parameters["id"] ?? ""
-        guard PaymentURLHelper.isSafeID(id) else { return .problem(.badRequest("id must be a session id", parameter: "id")) }
+        guard PaymentURLHelper.isSafeID(id) else { throw Problem.badRequest("id must be a session id", parameter: "id") }
+        let record: Store.SessionRecord?, events: [LogEvent]
         do {
-            guard let record = try store.session(id: id) else { return .problem(.notFound("no session \(id)")) }
-            let events = try store.timeline(sessionID: id)
-            let start = events.first?.atMs ?? record.createdAtMs
-            var previous = start
-            let steps: [JSONValue] = events.map { event in
-                var json = Self.eventJSON(event).objectValue ?? [:]
-                json["sinceStartMs"] = .number(Double(event.atMs - start))
-                json["sincePreviousMs"] = .number(Double(event.atMs - previous))
-                previous = event.atMs
-                return .object(json)
-            }
-            return .json(["session": Self.sessionJSON(record), "events": .array(steps),
-                          "durationMs": .number(Double((events.last?.atMs ?? start) - start))])
+            record = try store.session(id: id)
+            events = record == nil ? [] : try store.timeline(sessionID: id)
         } catch {
-            return .problem(.serviceUnavailable("the event log cannot be read: \(Store.reason(error))"))
+            throw Problem.serviceUnavailable("the event log cannot be read: \(Store.reason(error))")
         }
+        guard let record else { throw Problem.notFound("no session \(id)") }
+        let start = events.first?.atMs ?? record.createdAtMs
+        var previous = start
+        let steps: [JSONValue] = events.map { event in
+            var json = Self.eventJSON(event).objectValue ?? [:]
+            json["sinceStartMs"] = .number(Double(event.atMs - start))
+            json["sincePreviousMs"] = .number(Double(event.atMs - previous))
+            previous = event.atMs
+            return .object(json)
+        }
+        return .json(["session": Self.sessionJSON(record), "events": .array(steps),
+                      "durationMs": .number(Double((events.last?.atMs ?? start) - start))])
     }
 
     static func eventJSON(_ e: LogEvent) -> JSONValue {

@@ -1,0 +1,156 @@
+import Foundation
+import KassaCore
+import KassaEdge
+import KassaStore
+import Logging
+import Synchronization
+
+/// Times the request, counts it, logs it, and writes it to the event log (probes excepted);
+/// stamps `x-request-id` on every answer and empties the body of a HEAD.
+struct AccessLog: Middleware {
+    let metrics: KassaMetrics
+    let eventLog: EventLog
+    let logger: Logger
+
+    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let started = ContinuousClock.now
+        let request = exchange.request
+        var response = try await next(exchange)
+        response.headers.append(("x-request-id", exchange.requestID))
+        if request.method == .HEAD { response.body = [] }
+        let elapsed = started.duration(to: .now)
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let routeName = exchange.routeName
+        metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
+        logger.debug("\(request.method.rawValue) \(request.path) \(response.status)",
+                     metadata: ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"])
+        if routeName != "health" {
+            eventLog.append(LogEvent(
+                atMs: Gateway.nowMs(), sessionID: exchange.sessionID,
+                kind: "http.request", level: response.status >= 500 ? .error : .info,
+                summary: "\(request.method.rawValue) \(request.path) → \(response.status)", durationMs: ms, status: response.status,
+                traceID: exchange.traceID,
+                data: ["method": .string(request.method.rawValue), "path": .string(request.path), "route": .string(routeName),
+                       "remote": .string(request.remoteAddress), "requestId": .string(exchange.requestID)]))
+        }
+        return response
+    }
+}
+
+/// The one place a thrown problem becomes an answer: stamped with the request's
+/// `instance`, counted by type. Any other error is a 500 that does not leak its cause.
+struct ProblemRendering: Middleware {
+    let metrics: KassaMetrics
+    let logger: Logger
+
+    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        do {
+            return try await next(exchange)
+        } catch {
+            var problem: Problem
+            var headers: [(String, String)] = []
+            switch error {
+            case let thrown as Problem: problem = thrown
+            case let thrown as ProblemError: (problem, headers) = (thrown.problem, thrown.headers)
+            default:
+                logger.error("request failed", metadata: ["request_id": "\(exchange.requestID)", "error": "\(error)"])
+                problem = .internalError("the request failed inside the gateway")
+            }
+            if problem.instance == nil { problem.instance = "urn:kassa:request:\(exchange.requestID)" }
+            metrics.problem(type: problem.type)
+            return .problem(problem, headers: headers)
+        }
+    }
+}
+
+/// 429 with `Retry-After` when the client address or the API key is over its rate; probes are never limited.
+final class RateLimit: Middleware {
+    let perAddress: Mutex<RateLimiter>?
+    let perKey: Mutex<RateLimiter>?
+
+    init(configuration: GatewayConfiguration) {
+        perAddress = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
+        perKey = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
+    }
+
+    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let request = exchange.request
+        guard request.path != "/healthz", request.path != "/readyz", request.path != "/metrics" else { return try await next(exchange) }
+        let now = Date().timeIntervalSince1970
+        var wait = perAddress?.withLock { $0.take(request.remoteAddress, now: now) }
+        if wait == nil, let key = request.headers[MerchantAPI.apiKeyHeader], !key.isEmpty {
+            // Keys are held as digests, so the limiter's memory holds no secret.
+            wait = perKey?.withLock { $0.take(Hashing.sha256Hex(key), now: now) }
+        }
+        guard let wait else { return try await next(exchange) }
+        exchange.routeName = "rate-limited"
+        let seconds = max(1, Int(wait.rounded(.up)))
+        throw ProblemError(.kassa("rate-limited", "Too Many Requests", 429, detail: "slow down: retry after \(seconds) s",
+                                  extensions: ["retryAfter": .number(Double(seconds))]),
+                           headers: [("retry-after", String(seconds))])
+    }
+}
+
+/// Finds the route (404, or 405 with `Allow`, when there is none), so the links after it know it.
+struct Routing: Middleware {
+    let router: Router<Gateway>
+
+    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let request = exchange.request
+        switch router.match(request.method, request.path) {
+        case .found(let route, let parameters):
+            exchange.routeName = route.name
+            exchange.match = (route, parameters)
+            return try await next(exchange)
+        case .methodNotAllowed(let allowed):
+            let list = allowed.map(\.rawValue).joined(separator: ", ")
+            throw ProblemError(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),
+                               headers: [("allow", list)])
+        case .notFound:
+            throw Problem.notFound("no route for \(request.path)")
+        }
+    }
+}
+
+/// Who may call a route; checked before its handler runs.
+enum Access: Sendable {
+    /// No credential (pages, probes, the payment-url helpers).
+    case open
+    /// The Merchant API key, refused with the seed's own problem type.
+    case merchantKey
+    /// The Merchant API key, refused with Kassa's problem and `WWW-Authenticate`.
+    case apiKey
+    /// The admin token.
+    case admin
+    /// The session's client token, checked by the handler (it needs the session).
+    case clientToken
+}
+
+/// Checks the route's `Access` with the credentials from the gateway's configuration.
+struct Authentication: Middleware {
+    let apiKeys: [String]
+    let adminToken: String
+    let access: @Sendable (String) -> Access
+
+    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let request = exchange.request
+        switch access(exchange.routeName) {
+        case .open, .clientToken: break
+        case .merchantKey:
+            guard hasAPIKey(request) else { throw MerchantProblem.unauthorized() }
+        case .apiKey:
+            guard hasAPIKey(request) else { throw Gateway.unauthorized("the Your-Api-Key header is missing or holds no valid key") }
+        case .admin:
+            guard let token = Gateway.clientToken(request.headers, query: request.query), !token.isEmpty,
+                  Secrets.constantTimeEquals(token, adminToken) else {
+                throw Gateway.unauthorized("the admin token is required (Authorization: Bearer)")
+            }
+        }
+        return try await next(exchange)
+    }
+
+    func hasAPIKey(_ request: HTTPRequest) -> Bool {
+        guard let key = request.headers[MerchantAPI.apiKeyHeader], !key.isEmpty else { return false }
+        return Secrets.matchesAny(key, apiKeys)
+    }
+}
