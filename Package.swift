@@ -64,6 +64,9 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The pure modules alone: no server, no socket, no database; fast.
+        .testTarget(name: "KassaUnitTests", dependencies: ["KassaCore", "KassaEdge"]),
+        // End to end: real servers on loopback, real curl, real SQLite files, Chromium.
         .testTarget(name: "KassaTests", dependencies: [
             "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad",
             .product(name: "GRDB", package: "GRDB.swift"),

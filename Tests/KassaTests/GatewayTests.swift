@@ -47,6 +47,21 @@ struct TestNode {
     }
 }
 
+/// Runs `body` against a fresh node and stops the node afterwards, also when `body` throws,
+/// so a failing test never leaves a server, a simulator or a database behind.
+func withTestNode<T>(upstreamURL: String = "", configure: (inout GatewayConfiguration) -> Void = { _ in },
+                     _ body: (TestNode) async throws -> T) async throws -> T {
+    let node = try TestNode(upstreamURL: upstreamURL, configure: configure)
+    do {
+        let result = try await body(node)
+        await node.stop()
+        return result
+    } catch {
+        await node.stop()
+        throw error
+    }
+}
+
 @Suite("Gateway: operations routes and problems")
 struct GatewayTests {
     let client = UpstreamClient()

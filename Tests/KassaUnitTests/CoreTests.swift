@@ -1,5 +1,4 @@
 import KassaCore
-@testable import KassaGateway
 import KassaEdge
 import Testing
 
