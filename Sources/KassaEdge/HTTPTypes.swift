@@ -119,15 +119,24 @@ public struct ProblemError: Error, Sendable {
         self.problem = problem
         self.headers = headers
     }
+
+    /// What a handler's error is answered with: its problem, or a 500 that says nothing of the cause.
+    public init(answering error: any Error) {
+        switch error {
+        case let problem as Problem: self.init(problem, headers: [])
+        case let thrown as ProblemError: self = thrown
+        default: self.init(.internalError("the request failed inside the gateway"), headers: [])
+        }
+    }
+
+    /// False for an error that is not a problem: a fault to log, answered with a 500.
+    public static func isProblem(_ error: any Error) -> Bool { error is Problem || error is ProblemError }
 }
 
 extension HTTPResponse {
-    /// The answer for an error a handler threw: its problem, or a 500 that says nothing of the cause.
+    /// The answer for an error a handler threw (see `ProblemError(answering:)`).
     public static func problem(for error: any Error) -> HTTPResponse {
-        switch error {
-        case let problem as Problem: return .problem(problem)
-        case let thrown as ProblemError: return .problem(thrown.problem, headers: thrown.headers)
-        default: return .problem(.internalError("the request failed inside the gateway"))
-        }
+        let answer = ProblemError(answering: error)
+        return .problem(answer.problem, headers: answer.headers)
     }
 }

@@ -29,14 +29,12 @@ public final class Gateway: EdgeHandler {
     /// Keys for client tokens, from the cluster secrets.
     var tokenKeys: TokenKeys { sessions.tokenKeys }
 
-    /// Throws `TokenKeys.WeakSecret` for a cluster secret that is short or weak.
-    public init(configuration: GatewayConfiguration, store: Store, upstream: UpstreamClient, logger: Logger) throws {
-        let tokenKeys = try TokenKeys(secrets: configuration.clusterSecrets)
+    /// `tokenKeys`: derived from `configuration.clusterSecrets` (see `KassaNode`).
+    public init(configuration: GatewayConfiguration, tokenKeys: TokenKeys, store: Store, upstream: UpstreamClient, logger: Logger) {
         self.configuration = configuration
         self.store = store
         self.logger = logger
         self.router = Router(Gateway.table.map(\.route))
-        let upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
         let metrics = KassaMetrics()
         self.metrics = metrics
         swedbankPay = SwedbankPayClient(configuration: configuration, http: upstream, eventLog: store.eventLog, metrics: metrics, logger: logger)
@@ -53,7 +51,7 @@ public final class Gateway: EdgeHandler {
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: { access[$0] ?? .open }),
         ])
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
-        metrics.prepare(upstreamHost: upstreamHost)
+        metrics.prepare(upstreamHost: swedbankPay.upstreamHost)
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }

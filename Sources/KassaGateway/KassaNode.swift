@@ -25,6 +25,8 @@ public final class KassaNode: Sendable {
     public init(edge edgeConfiguration: EdgeConfiguration, gateway gatewayConfiguration: GatewayConfiguration,
                 databasePath: String, durability: Store.Durability = .normal, retention: Retention = Retention(),
                 logger: Logger) throws {
+        // First, before anything opens or starts: a short or weak cluster secret is refused here.
+        let tokenKeys = try TokenKeys(secrets: gatewayConfiguration.clusterSecrets)
         var edgeConfiguration = edgeConfiguration
         edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
         store = try Store.open(path: databasePath, durability: durability)
@@ -42,13 +44,7 @@ public final class KassaNode: Sendable {
             simulator = nil
         }
         upstream = UpstreamClient(maxCachedConnections: gatewayConfiguration.upstreamKeptConnections)
-        do {
-            gateway = try Gateway(configuration: gatewayConfiguration, store: store, upstream: upstream, logger: logger)
-        } catch {
-            upstream.shutdown()
-            if let simulator { Task { await simulator.stop() } }
-            throw error
-        }
+        gateway = Gateway(configuration: gatewayConfiguration, tokenKeys: tokenKeys, store: store, upstream: upstream, logger: logger)
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
         self.logger = logger
         gateway.attach(edge)

@@ -44,6 +44,10 @@ extension Gateway {
         (.open, Route(.GET, "/openapi.yaml", "openapi") { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.openAPI) }),
     ]
 
-    /// Who may call each route, by route name.
-    static let access: [String: Access] = Dictionary(table.map { ($0.route.name, $0.access) }, uniquingKeysWith: { first, _ in first })
+    /// Who may call each route, by route name. Routes that share a name (a page and its script)
+    /// must share their access: the table is refused at start-up otherwise.
+    static let access: [String: Access] = Dictionary(table.map { ($0.route.name, $0.access) }, uniquingKeysWith: { first, other in
+        precondition(first == other, "routes that share a name must share their access")
+        return first
+    })
 }

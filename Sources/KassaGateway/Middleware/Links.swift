@@ -47,18 +47,13 @@ struct ProblemRendering: Middleware {
         do {
             return try await next(exchange)
         } catch {
-            var problem: Problem
-            var headers: [(String, String)] = []
-            switch error {
-            case let thrown as Problem: problem = thrown
-            case let thrown as ProblemError: (problem, headers) = (thrown.problem, thrown.headers)
-            default:
+            if !ProblemError.isProblem(error) {
                 logger.error("request failed", metadata: ["request_id": "\(exchange.requestID)", "error": "\(error)"])
-                problem = .internalError("the request failed inside the gateway")
             }
-            if problem.instance == nil { problem.instance = "urn:kassa:request:\(exchange.requestID)" }
-            metrics.problem(type: problem.type)
-            return .problem(problem, headers: headers)
+            var answer = ProblemError(answering: error)
+            if answer.problem.instance == nil { answer.problem.instance = "urn:kassa:request:\(exchange.requestID)" }
+            metrics.problem(type: answer.problem.type)
+            return .problem(answer.problem, headers: answer.headers)
         }
     }
 }
@@ -141,12 +136,17 @@ struct Authentication: Middleware {
         case .apiKey:
             guard hasAPIKey(request) else { throw Gateway.unauthorized("the Your-Api-Key header is missing or holds no valid key") }
         case .admin:
-            guard let token = Gateway.clientToken(request.headers, query: request.query), !token.isEmpty,
-                  Secrets.constantTimeEquals(token, adminToken) else {
+            guard Self.holdsAdminToken(request.headers, query: request.query, adminToken: adminToken) else {
                 throw Gateway.unauthorized("the admin token is required (Authorization: Bearer)")
             }
         }
         return try await next(exchange)
+    }
+
+    /// The admin token as bearer header or `?token=` (the admin page's stream), compared in constant time.
+    static func holdsAdminToken(_ headers: HTTPHeaders, query: [(name: String, value: String)], adminToken: String) -> Bool {
+        guard let token = Gateway.clientToken(headers, query: query), !token.isEmpty else { return false }
+        return Secrets.constantTimeEquals(token, adminToken)
     }
 
     func hasAPIKey(_ request: HTTPRequest) -> Bool {

@@ -41,7 +41,7 @@ extension SessionService {
         // A ping with nothing queued before it is answered here and now: no answer can overtake another.
         if inbox.isIdle, text.utf8.count < 256, text.contains("\"ping\""), let message = try? JSONValue.parse(text, maxDepth: 4),
            message["type"]?.stringValue == "ping" {
-            edge.send(connectionID, json: ["re": message["id"] ?? .null, "ok": true, "type": "pong"])
+            edge.send(connectionID, json: Self.pong(message["id"]))
             return
         }
         deliver(.frame(text), to: inbox)
@@ -50,6 +50,10 @@ extension SessionService {
     func streamClosed(_ connectionID: UInt64, code: UInt16?) {
         guard let inbox = streamInboxes.withLock({ $0.removeValue(forKey: connectionID) }) else { return }
         deliver(.close(code: code), to: inbox)
+    }
+
+    static func pong(_ re: JSONValue?) -> JSONValue {
+        ["re": re ?? .null, "ok": true, "type": "pong"]
     }
 
     static func answer(_ re: JSONValue?, _ problem: Problem) -> JSONValue {
@@ -83,7 +87,7 @@ extension SessionService {
                 return
             }
             if type == "ping" {
-                edge.send(connection, json: ["re": re ?? .null, "ok": true, "type": "pong"])
+                edge.send(connection, json: Self.pong(re))
                 return
             }
             switch Gateway.parseCommand(type, message) {

@@ -7,8 +7,7 @@ extension Gateway {
     static let adminStreamPath = "/v1/admin/stream"
 
     func shouldAcceptAdminStream(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
-        guard let token = Self.clientToken(upgrade.headers, query: upgrade.query), !token.isEmpty,
-              Secrets.constantTimeEquals(token, configuration.adminToken) else {
+        guard Authentication.holdsAdminToken(upgrade.headers, query: upgrade.query, adminToken: configuration.adminToken) else {
             return .problem(for: Self.unauthorized("the admin token is required (Authorization: Bearer)"))
         }
         if let session = upgrade.queryValue("session"), !PaymentURLHelper.isSafeID(session) {

@@ -28,6 +28,8 @@ final class SwedbankPayClient: Sendable {
     private let eventLog: EventLog
     private let metrics: KassaMetrics
     private let logger: Logger
+    /// The configured upstream URL's host (parsed once, at start-up).
+    let upstreamHost: String
     /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
     let allowedHosts: Set<String>
     /// Circuit breakers by upstream host.
@@ -40,7 +42,7 @@ final class SwedbankPayClient: Sendable {
         self.eventLog = eventLog
         self.metrics = metrics
         self.logger = logger
-        let upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
+        upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
         allowedHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + [upstreamHost])
     }
 
