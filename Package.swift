@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         // Client tokens (ChaCha20-Poly1305, HKDF) and digests: library crypto, never our own.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // The executable's start, signals and graceful stop.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module below.
@@ -41,7 +43,7 @@ let package = Package(
         .target(name: "KassaSimulator", dependencies: ["KassaCore", "KassaEdge"]),
         // Routes and handlers.
         .target(name: "KassaGateway", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaSimulator",
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -59,18 +61,22 @@ let package = Package(
         // libFuzzer targets for every parser (bench/fuzz.sh builds them with -sanitize=fuzzer).
         .executableTarget(name: "KassaFuzz", dependencies: ["KassaCore", "KassaEdge", "KassaLoad"],
                           swiftSettings: [.enableExperimentalFeature("Extern")]),
+        // The executable wires the parts (KassaNode) and runs them as services; the embedded
+        // simulator is wired here too, so the gateway module never imports it.
         .executableTarget(name: "kassa", dependencies: [
             "KassaCore", "KassaGateway", "KassaEdge", "KassaStore", "KassaUpstream", "KassaSimulator", "KassaLoad",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // The pure modules alone: no server, no socket, no database; fast.
         .testTarget(name: "KassaUnitTests", dependencies: ["KassaCore", "KassaEdge"]),
         // End to end: real servers on loopback, real curl, real SQLite files, Chromium.
         .testTarget(name: "KassaTests", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad",
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad", "kassa",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
     ]
 )

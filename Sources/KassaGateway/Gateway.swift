@@ -12,6 +12,8 @@ import Synchronization
 public final class Gateway: EdgeHandler {
     public let configuration: GatewayConfiguration
     public let store: Store
+    /// Wall-clock time for every event and rule (tests pass a `ManualClock`).
+    public let clock: any WallClock
     let logger: Logger
     let router: Router<Gateway>
     private let edgeReference = Mutex<EdgeServer?>(nil)
@@ -30,23 +32,26 @@ public final class Gateway: EdgeHandler {
     var tokenKeys: TokenKeys { sessions.tokenKeys }
 
     /// `tokenKeys`: derived from `configuration.clusterSecrets` (see `KassaNode`).
-    public init(configuration: GatewayConfiguration, tokenKeys: TokenKeys, store: Store, upstream: UpstreamClient, logger: Logger) {
+    public init(configuration: GatewayConfiguration, tokenKeys: TokenKeys, store: Store, upstream: UpstreamClient,
+                clock: any WallClock = SystemClock(), logger: Logger) {
         self.configuration = configuration
+        self.clock = clock
         self.store = store
         self.logger = logger
         self.router = Router(Gateway.table.map(\.route))
         let metrics = KassaMetrics()
         self.metrics = metrics
-        swedbankPay = SwedbankPayClient(configuration: configuration, http: upstream, eventLog: store.eventLog, metrics: metrics, logger: logger)
+        swedbankPay = SwedbankPayClient(configuration: configuration, http: upstream, eventLog: store.eventLog, metrics: metrics,
+                                        clock: clock, logger: logger)
         sessions = SessionService(configuration: configuration, store: store, tokenKeys: tokenKeys, swedbankPay: swedbankPay,
-                                  metrics: metrics, logger: logger)
-        merchant = MerchantAPI(configuration: configuration, store: store, swedbankPay: swedbankPay, logger: logger)
+                                  metrics: metrics, clock: clock, logger: logger)
+        merchant = MerchantAPI(configuration: configuration, store: store, swedbankPay: swedbankPay, clock: clock, logger: logger)
         support = SupportAPI(store: store)
         let access = Gateway.access
         chain = MiddlewareChain(links: [
-            AccessLog(metrics: metrics, eventLog: store.eventLog, logger: logger),
+            AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, logger: logger),
             ProblemRendering(metrics: metrics, logger: logger),
-            RateLimit(configuration: configuration),
+            RateLimit(configuration: configuration, clock: clock),
             Routing(router: router),
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: { access[$0] ?? .open }),
         ])
@@ -63,6 +68,12 @@ public final class Gateway: EdgeHandler {
         sessions.attach(edge)
     }
     var edge: EdgeServer? { edgeReference.withLock { $0 } }
+
+    /// At start: takes up the sessions the store holds unfinished.
+    public func recoverSessions() { sessions.recover() }
+
+    /// The periodic sweep: ended sessions leave memory; with `waiting`, idle waiting ones too.
+    public func evictSessions(nowMs: Int64, waiting: Bool) async { await sessions.evict(nowMs: nowMs, waiting: waiting) }
 
     /// Header names the edge must read beyond the ones libwebsockets knows.
     public static let customHeaderNames = ["idempotency-key", "traceparent", "x-request-id", MerchantAPI.apiKeyHeader]
@@ -117,8 +128,6 @@ public final class Gateway: EdgeHandler {
     static func isSafeToken(_ s: String) -> Bool {
         !s.isEmpty && s.count <= 64 && s.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
     }
-
-    public static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     // MARK: Operations
 

@@ -1,11 +1,11 @@
 import ArgumentParser
-import Dispatch
 import Foundation
 import KassaCore
 import KassaEdge
 import KassaGateway
 import KassaStore
 import Logging
+import ServiceLifecycle
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -140,9 +140,6 @@ struct Serve: AsyncParsableCommand {
         gateway.endedSessionMemorySeconds = Double(try setting(endedSessionSeconds, "KASSA_ENDED_SESSION_SECONDS", default: 30))
         gateway.waitingSessionMemorySeconds = Double(try setting(waitingSessionSeconds, "KASSA_WAITING_SESSION_SECONDS", default: 120))
 
-        // Signals are taken before the port opens, so an early SIGTERM still stops cleanly.
-        let stopSignal = StopSignal()
-
         let node: KassaNode
         do {
             let retention = Retention(maxAgeDays: Double(try setting(retentionDays, "KASSA_RETENTION_DAYS", default: 30)),
@@ -154,42 +151,16 @@ struct Serve: AsyncParsableCommand {
             printToTerminal("kassa: \(error)")
             throw ExitCode(1)
         }
-        logger.info("listening", metadata: ["address": "\(host):\(node.port)", "db": "\(databasePath)",
-                                            "upstream": "\(node.simulator.map { "embedded simulator at \($0.baseURL)" } ?? upstream)"])
-
-        let signalNumber = await stopSignal.wait()
-        logger.info("stopping", metadata: ["signal": "\(signalNumber)"])
-        guard await node.stop() else {
-            logger.error("stopped with events the database did not take (they are in this log)")
+        // The group takes SIGTERM and SIGINT before the node opens its port (in its run), so an
+        // early signal still stops cleanly: the edge drains, then the event log is flushed.
+        let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        do {
+            try await group.run()
+        } catch {
+            logger.error("\(error)")
+            printToTerminal("kassa: \(error)")
             throw ExitCode(1)
         }
         logger.info("stopped")
-    }
-}
-
-/// Waits for SIGINT or SIGTERM without a handler running in signal context.
-/// (Unchecked: the sources are only kept alive, never touched after init.)
-final class StopSignal: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
-    private let stream: AsyncStream<Int32>
-    private let continuation: AsyncStream<Int32>.Continuation
-
-    init() {
-        (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            let continuation = self.continuation
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-    }
-
-    func wait() async -> Int32 {
-        for await number in stream { return number }
-        return 0
     }
 }

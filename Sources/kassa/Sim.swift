@@ -2,6 +2,7 @@ import ArgumentParser
 import KassaGateway
 import KassaSimulator
 import Logging
+import ServiceLifecycle
 
 struct Sim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,7 +35,6 @@ struct Sim: AsyncParsableCommand {
             guard let rule = FaultRule(text) else { throw ValidationError("--fault must be ROUTE:FAULT[:RATE], not \(text)") }
             rules.append(rule)
         }
-        let stopSignal = StopSignal()
         let simulator: Simulator
         do {
             simulator = try Simulator.start(Simulator.Configuration(
@@ -46,8 +46,18 @@ struct Sim: AsyncParsableCommand {
             throw ExitCode(1)
         }
         logger.info("listening", metadata: ["address": "\(host):\(simulator.port)", "faults": "\(rules.count)"])
-        _ = await stopSignal.wait()
-        await simulator.stop()
+        try await ServiceGroup(services: [SimulatorService(simulator: simulator)],
+                               gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
         logger.info("stopped")
+    }
+}
+
+/// The standalone simulator as a service: it serves until the graceful stop.
+struct SimulatorService: Service {
+    let simulator: Simulator
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await simulator.stop()
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import KassaCore
 import Testing
+@testable import kassa
 
 /// The admin page in real headless Chromium: search, timeline, live updates.
 @Suite("Admin page (Chromium)")

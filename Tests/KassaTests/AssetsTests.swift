@@ -2,6 +2,7 @@ import Foundation
 import KassaCore
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// The OpenAPI document and the pages are files under `Resources/`, embedded in the binary.
 @Suite("Assets: embedded files, linted, served under a strict CSP")

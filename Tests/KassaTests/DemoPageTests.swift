@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import kassa
 
 /// The demo checkout page in real headless Chromium (playwright from pip,
 /// Debian's chromium): a complete Swish flow with a dropped connection on the way.

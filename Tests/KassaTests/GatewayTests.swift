@@ -6,11 +6,16 @@ import KassaStore
 import KassaSimulator
 import KassaUpstream
 import Logging
+import ServiceLifecycle
 import Testing
+@testable import kassa
 
-/// A whole node on an ephemeral loopback port with a fresh database.
+/// A whole node on an ephemeral loopback port with a fresh database, run in a
+/// `ServiceGroup` as `kassa serve` runs it.
 struct TestNode {
     let node: KassaNode
+    let group: ServiceGroup
+    let running: Task<Void, any Error>
     let dir: TempDirectory
     let logs: LogSink
     var base: String { "http://127.0.0.1:\(node.port)" }
@@ -19,7 +24,7 @@ struct TestNode {
     var simulator: Simulator { node.simulator! }
 
     /// With no `upstreamURL` the node runs its embedded simulator.
-    init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, directory: TempDirectory? = nil,
+    init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, directory: TempDirectory? = nil, clock: any WallClock = SystemClock(),
          configure: (inout GatewayConfiguration) -> Void = { _ in },
          edge configureEdge: (inout EdgeConfiguration) -> Void = { _ in }) throws {
         dir = directory ?? TempDirectory()
@@ -36,13 +41,19 @@ struct TestNode {
         var edge = EdgeConfiguration(host: "127.0.0.1", port: 0)
         configureEdge(&edge)
         node = try KassaNode(edge: edge, gateway: gateway,
-                             databasePath: dir.file("kassa.sqlite"), logger: logger)
+                             databasePath: dir.file("kassa.sqlite"), clock: clock, logger: logger)
+        // The port is open before the test goes on; the group then runs the node until `stop()`.
+        try node.start()
+        let group = ServiceGroup(services: [node], logger: logger)
+        self.group = group
+        running = Task { try await group.run() }
     }
 
     func stop(keepDirectory: Bool = false) async {
         // Every end-to-end test also proves the service thread never entered the store.
         #expect(node.edge.blockingCallsOnServiceThread == 0, "a blocking call ran on the edge's service thread")
-        await node.stop()
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
         if !keepDirectory { dir.cleanup() }
     }
 }

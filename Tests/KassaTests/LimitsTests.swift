@@ -3,6 +3,7 @@ import KassaCore
 import KassaEdge
 import KassaUpstream
 import Testing
+@testable import kassa
 
 @Suite("Limits: rates and capacity")
 struct LimitsTests {

@@ -3,6 +3,7 @@ import KassaCore
 import KassaLoad
 import KassaSimulator
 import Testing
+@testable import kassa
 
 /// `kassa load` as an operator runs it: the real binary against a real node.
 @Suite("kassa load")

@@ -5,6 +5,7 @@ import KassaCore
 import KassaSimulator
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// The Merchant Backend API end to end: real HTTP to the gateway, real curl
 /// from the gateway to the simulator, a real SQLite file.

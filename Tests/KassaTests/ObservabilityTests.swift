@@ -2,6 +2,7 @@ import Foundation
 import KassaCore
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// Metrics, dashboards, alert rules and the docker files, checked against a real scrape.
 @Suite("Observability")

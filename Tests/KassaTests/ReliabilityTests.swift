@@ -5,6 +5,7 @@ import KassaStore
 @testable import KassaGateway
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// Faults of the machine itself and hostile clients: a full disk, slow requests,
 /// tricks in path parameters, a stop while requests are in flight.
@@ -20,7 +21,7 @@ struct ReliabilityTests {
         let pages = try await store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA page_count")! }
         try await store.pool.write { db in try db.execute(sql: "PRAGMA max_page_count = \(pages)") }
         for i in 0..<3_000 {
-            store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), kind: "test.marker", summary: "marker \(i) " + String(repeating: "x", count: 200)))
+            store.eventLog.append(LogEvent(atMs: SystemClock().nowMs(), kind: "test.marker", summary: "marker \(i) " + String(repeating: "x", count: 200)))
         }
         var ready = try await client.send(UpstreamRequest(url: t.base + "/readyz"))
         for _ in 0..<50 where ready.status == 200 {

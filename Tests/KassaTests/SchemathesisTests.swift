@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import kassa
 
 /// Property-based HTTP testing against the gateway's own `/openapi.yaml`:
 /// schemathesis (from pip) generates requests, including hostile ones, and

@@ -4,6 +4,7 @@ import KassaCore
 import KassaSimulator
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// PaymentSessions end to end: the real gateway, real WebSockets, real curl to
 /// the simulator, a real SQLite file.
@@ -122,7 +123,7 @@ struct SessionsTests {
     func waitingSessionsLeaveMemory() async throws {
         let t = try TestNode(configure: { $0.waitingSessionMemorySeconds = 0.2 })
         let gateway = t.node.gateway
-        func sweep() async { await gateway.sessions.evict(nowMs: Gateway.nowMs(), waiting: true) }
+        func sweep() async { await gateway.sessions.evict(nowMs: SystemClock().nowMs(), waiting: true) }
         func held(_ id: String) -> Bool { gateway.sessions.held(id) != nil }
         let (first, stream) = try await t.sessions.fetched()
         let (second, other) = try await t.sessions.fetched()
@@ -237,16 +238,19 @@ struct SessionsTests {
         await t.stop()
     }
 
-    @Test("a token in the old format, or an expired one, gets a 401 that says which")
+    @Test("a token in the old format, or an expired one, gets a 401 that says which (on an injected clock)")
     func oldAndExpiredTokens() async throws {
-        let t = try TestNode { $0.clientTokenMaxAgeSeconds = 2 }
+        let clock = ManualClock(nowMs: SystemClock().nowMs())
+        let t = try TestNode(clock: clock) { $0.clientTokenMaxAgeSeconds = 60 }
         let c = t.sessions
         let a = try await c.create()
         // The format before kt1: nonce, sealed payload and MAC, dot-separated.
         let old = "0123456789abcdef0123456789abcdef.eyJzIjoiYWJjIn0.5f2b9c0e1d5f2b9c0e1d"
         #expect(try await c.snapshot(a, token: old).status == 401)
         #expect(try await c.snapshot(a).status == 200)
-        try await Task.sleep(for: .milliseconds(3_100))
+        clock.advance(byMs: 59_000)
+        #expect(try await c.snapshot(a).status == 200, "still valid one second before its expiry")
+        clock.advance(byMs: 2_000)  // the expiry is the creation time rounded up to the second, plus the max age
         let expired = try await c.snapshot(a)
         #expect(expired.status == 401)
         #expect(try JSONValue.parse(expired.body)["detail"]?.stringValue?.contains("expired") == true)

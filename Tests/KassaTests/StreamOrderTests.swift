@@ -4,6 +4,7 @@ import KassaCore
 import KassaStore
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// One stream's frames reach its session in the order they were sent, and the edge's
 /// service thread never touches the store.

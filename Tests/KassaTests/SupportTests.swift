@@ -6,6 +6,7 @@ import KassaSimulator
 @testable import KassaStore
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// The support side: complete capture, the admin API, redaction, retention.
 @Suite("Support: event log and admin API")

@@ -2,6 +2,7 @@ import Foundation
 import KassaCore
 import KassaUpstream
 import Testing
+@testable import kassa
 
 /// TLS through libwebsockets, with a self-signed certificate the test makes.
 @Suite("TLS")

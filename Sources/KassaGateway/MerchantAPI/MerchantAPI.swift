@@ -15,6 +15,7 @@ struct MerchantAPI: Sendable {
     let configuration: GatewayConfiguration
     let store: Store
     let swedbankPay: SwedbankPayClient
+    let clock: any WallClock
     let logger: Logger
 }
 
@@ -133,12 +134,12 @@ extension MerchantAPI {
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
         do {
             try store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
-                                         setInstrumentHref: recorded.setInstrument, atMs: Gateway.nowMs())
+                                         setInstrumentHref: recorded.setInstrument, atMs: clock.nowMs())
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
             throw Problem.internalError("the payment order was created upstream but could not be stored")
         }
-        store.eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "paymentorder.created", summary: "payment order \(recorded.id)",
+        store.eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "paymentorder.created", summary: "payment order \(recorded.id)",
                                        traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))
         if recorded.setInstrument != nil {

@@ -10,6 +10,7 @@ import Synchronization
 struct AccessLog: Middleware {
     let metrics: KassaMetrics
     let eventLog: EventLog
+    let clock: any WallClock
     let logger: Logger
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
@@ -26,7 +27,7 @@ struct AccessLog: Middleware {
                      metadata: ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"])
         if routeName != "health" {
             eventLog.append(LogEvent(
-                atMs: Gateway.nowMs(), sessionID: exchange.sessionID,
+                atMs: clock.nowMs(), sessionID: exchange.sessionID,
                 kind: "http.request", level: response.status >= 500 ? .error : .info,
                 summary: "\(request.method.rawValue) \(request.path) → \(response.status)", durationMs: ms, status: response.status,
                 traceID: exchange.traceID,
@@ -62,8 +63,10 @@ struct ProblemRendering: Middleware {
 final class RateLimit: Middleware {
     let perAddress: Mutex<RateLimiter>?
     let perKey: Mutex<RateLimiter>?
+    let clock: any WallClock
 
-    init(configuration: GatewayConfiguration) {
+    init(configuration: GatewayConfiguration, clock: any WallClock) {
+        self.clock = clock
         perAddress = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
         perKey = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
     }
@@ -71,7 +74,7 @@ final class RateLimit: Middleware {
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
         let request = exchange.request
         guard request.path != "/healthz", request.path != "/readyz", request.path != "/metrics" else { return try await next(exchange) }
-        let now = Date().timeIntervalSince1970
+        let now = Double(clock.nowMs()) / 1000
         var wait = perAddress?.withLock { $0.take(request.remoteAddress, now: now) }
         if wait == nil, let key = request.headers[MerchantAPI.apiKeyHeader], !key.isEmpty {
             // Keys are held as digests, so the limiter's memory holds no secret.

@@ -59,7 +59,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     static func timestamp() -> String {
-        Timestamp.iso8601(ms: Gateway.nowMs())
+        Timestamp.iso8601(ms: SystemClock().nowMs())
     }
 }
 

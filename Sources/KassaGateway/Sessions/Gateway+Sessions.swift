@@ -160,7 +160,7 @@ extension Gateway {
         if response.status < 500 {
             try? await store.rememberAnswer(scope: scope, key: key,
                                             Store.StoredAnswer(status: response.status, contentType: response.contentType, body: response.body),
-                                            atMs: Self.nowMs())
+                                            atMs: clock.nowMs())
         }
         if let thrown { throw thrown }
         return response

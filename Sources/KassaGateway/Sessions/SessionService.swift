@@ -35,14 +35,16 @@ final class SessionService: SessionEnvironment {
     let tokenKeys: TokenKeys
     let swedbankPay: SwedbankPayClient
     let metrics: KassaMetrics
+    let clock: any WallClock
     let logger: Logger
     private let edgeReference = Mutex<EdgeServer?>(nil)
     /// Session streams by connection, each with its ordered inbox.
     let streamInboxes = Mutex<[UInt64: StreamInbox]>([:])
 
     init(configuration: GatewayConfiguration, store: Store, tokenKeys: TokenKeys, swedbankPay: SwedbankPayClient,
-         metrics: KassaMetrics, logger: Logger) {
+         metrics: KassaMetrics, clock: any WallClock, logger: Logger) {
         self.configuration = configuration
+        self.clock = clock
         self.store = store
         self.tokenKeys = tokenKeys
         self.swedbankPay = swedbankPay
@@ -215,7 +217,7 @@ final class SessionService: SessionEnvironment {
 
     func readBack(_ id: String) -> SessionActor? { session(id) }
 
-    func nowMs() -> Int64 { Gateway.nowMs() }
+    func nowMs() -> Int64 { clock.nowMs() }
 }
 
 /// The event log's event (swift-log has a type of the same name).

@@ -27,6 +27,7 @@ final class SwedbankPayClient: Sendable {
     private let http: UpstreamClient
     private let eventLog: EventLog
     private let metrics: KassaMetrics
+    private let clock: any WallClock
     private let logger: Logger
     /// The configured upstream URL's host (parsed once, at start-up).
     let upstreamHost: String
@@ -36,8 +37,10 @@ final class SwedbankPayClient: Sendable {
     private let breakers = Mutex<[String: CircuitBreaker]>([:])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, reachable: Bool)>((nil, false))
 
-    init(configuration: GatewayConfiguration, http: UpstreamClient, eventLog: EventLog, metrics: KassaMetrics, logger: Logger) {
+    init(configuration: GatewayConfiguration, http: UpstreamClient, eventLog: EventLog, metrics: KassaMetrics, clock: any WallClock,
+         logger: Logger) {
         self.configuration = configuration
+        self.clock = clock
         self.http = http
         self.eventLog = eventLog
         self.metrics = metrics
@@ -74,7 +77,7 @@ final class SwedbankPayClient: Sendable {
         }
         var document: JSONValue?
         eventLog.append(LogEvent(
-            atMs: Gateway.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
+            atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
             summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
             data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                    "body": call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null]))
@@ -107,7 +110,7 @@ final class SwedbankPayClient: Sendable {
         case .success(let response):
             document = try? JSONValue.parse(response.body)
             eventLog.append(LogEvent(
-                atMs: Gateway.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
+                atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
                 level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
                 summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
@@ -115,7 +118,7 @@ final class SwedbankPayClient: Sendable {
                        "body": document.map { Self.loggable($0, size: response.body.count) } ?? .string(Self.excerpt(response.body))]))
         case .failure(let error):
             eventLog.append(LogEvent(
-                atMs: Gateway.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
+                atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
                 summary: "\(call.method) \(path) failed: \(Redaction.redactTokens(error.description))", durationMs: ms, traceID: call.traceID,
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "error": .string(Redaction.redactTokens(error.description))]))
@@ -131,8 +134,7 @@ final class SwedbankPayClient: Sendable {
         guard isAllowed(call.href) else {
             return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
         }
-        let clock = ContinuousClock()
-        let started = clock.now
+        let started = ContinuousClock.now
         var retry = 0
         while true {
             let (result, document) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
@@ -157,12 +159,12 @@ final class SwedbankPayClient: Sendable {
                 if case .connectFailed = error { neverSent = true }
                 reason = "\(call.rel): \(error)"
             }
-            let elapsed = started.duration(to: clock.now)
+            let elapsed = started.duration(to: .now)
             let elapsedMs = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
             guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
                   let delay = configuration.sessionRetry.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
             else {
-                eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
+                eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
                                          summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"), traceID: traceID,
                                          data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
                                                 "reason": .string(Redaction.redactTokens(reason))]))
@@ -170,7 +172,7 @@ final class SwedbankPayClient: Sendable {
             }
             retry += 1
             metrics.upstreamRetry(operation: call.rel)
-            eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
+            eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
                                      summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"), traceID: traceID,
                                      data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
             try? await Task.sleep(for: .milliseconds(delay))
@@ -196,7 +198,7 @@ final class SwedbankPayClient: Sendable {
     // MARK: Circuit breaker
 
     private func circuitAllows(_ host: String) -> Bool {
-        let now = Date().timeIntervalSince1970
+        let now = Double(clock.nowMs()) / 1000
         return breakers.withLock { all -> Bool in
             var breaker = all[host] ?? configuration.circuitBreaker
             defer { all[host] = breaker }
@@ -205,7 +207,7 @@ final class SwedbankPayClient: Sendable {
     }
 
     private func circuitRecord(_ host: String, success: Bool, traceID: String, sessionID: String?) {
-        let now = Date().timeIntervalSince1970
+        let now = Double(clock.nowMs()) / 1000
         let change = breakers.withLock { all -> CircuitBreaker.State? in
             var breaker = all[host] ?? configuration.circuitBreaker
             defer { all[host] = breaker }
@@ -215,7 +217,7 @@ final class SwedbankPayClient: Sendable {
         let open = if case .open = change { true } else { false }
         metrics.circuit(host: host, open: open)
         if open || change == .closed {
-            eventLog.append(LogEvent(atMs: Gateway.nowMs(), sessionID: sessionID, kind: "upstream.circuit", level: open ? .error : .info,
+            eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "upstream.circuit", level: open ? .error : .info,
                                      summary: "circuit breaker for \(host) \(open ? "opened" : "closed")", traceID: traceID,
                                      data: ["host": .string(host), "open": .bool(open)]))
             if open { logger.error("upstream circuit breaker opened", metadata: ["host": "\(host)"]) }

@@ -1,0 +1,137 @@
+import KassaCore
+import KassaEdge
+import KassaGateway
+import KassaSimulator
+import KassaStore
+import KassaUpstream
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// One running Kassa process's parts, wired together: store, upstream client,
+/// gateway, edge and, when no upstream is configured, the embedded simulator.
+/// It is a `Service`: `kassa serve` runs it in a `ServiceGroup` that turns SIGTERM
+/// and SIGINT into a graceful stop, and the end-to-end tests run it the same way.
+final class KassaNode: Service, Sendable {
+    let store: Store
+    let upstream: UpstreamClient
+    let gateway: Gateway
+    let edge: EdgeServer
+    /// The embedded simulator, when no upstream URL was configured.
+    let simulator: Simulator?
+    let retention: Retention
+    let logger: Logger
+    private let started = Mutex(false)
+
+    var port: Int { edge.port }
+
+    /// Opens the database and wires the parts; throws a message fit for the operator.
+    /// The port opens in `start()` (or `run()`).
+    init(edge edgeConfiguration: EdgeConfiguration, gateway gatewayConfiguration: GatewayConfiguration,
+         databasePath: String, durability: Store.Durability = .normal, retention: Retention = Retention(),
+         clock: any WallClock = SystemClock(), logger: Logger) throws {
+        // First, before anything opens or starts: a short or weak cluster secret is refused here.
+        let tokenKeys = try TokenKeys(secrets: gatewayConfiguration.clusterSecrets)
+        var edgeConfiguration = edgeConfiguration
+        edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
+        store = try Store.open(path: databasePath, durability: durability)
+        var gatewayConfiguration = gatewayConfiguration
+        if gatewayConfiguration.upstreamURL.isEmpty {
+            // No Swedbank Pay configured: run the simulator in this process, on loopback.
+            let simulator = try Simulator.start(Simulator.Configuration(
+                host: "127.0.0.1", port: 0,
+                token: gatewayConfiguration.upstreamToken.isEmpty ? Simulator.defaultToken : gatewayConfiguration.upstreamToken))
+            self.simulator = simulator
+            gatewayConfiguration.upstreamURL = simulator.baseURL
+            gatewayConfiguration.upstreamToken = simulator.configuration.token
+            gatewayConfiguration.allowedUpstreamHosts.append("127.0.0.1")
+        } else {
+            simulator = nil
+        }
+        upstream = UpstreamClient(maxCachedConnections: gatewayConfiguration.upstreamKeptConnections)
+        gateway = Gateway(configuration: gatewayConfiguration, tokenKeys: tokenKeys, store: store, upstream: upstream,
+                          clock: clock, logger: logger)
+        edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
+        self.retention = retention
+        self.logger = logger
+        gateway.attach(edge)
+        gateway.recoverSessions()
+    }
+
+    /// Opens the port (once). On failure the simulator and upstream client are let go.
+    func start() throws {
+        guard started.withLock({ let was = $0; $0 = true; return !was }) else { return }
+        do {
+            try edge.start()
+        } catch {
+            upstream.shutdown()
+            if let simulator { Task { await simulator.stop() } }
+            throw error
+        }
+        store.eventLog.append(LogEvent(atMs: gateway.clock.nowMs(), kind: "node.start",
+                                       summary: "listening on \(edge.configuration.host):\(edge.port)"))
+    }
+
+    /// Serves until the group asks for a graceful stop, then drains. Throws when the
+    /// event log could not take every event (they are then in the process log).
+    func run() async throws {
+        try start()
+        logger.info("listening", metadata: ["address": "\(edge.configuration.host):\(port)", "db": "\(store.path)",
+                                            "upstream": "\(simulator.map { "embedded simulator at \($0.baseURL)" } ?? gateway.configuration.upstreamURL)"])
+        // The periodic jobs run until the graceful stop cancels them.
+        await cancelWhenGracefulShutdown { [self] in
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.retentionJob() }
+                group.addTask { await self.evictionJob() }
+            }
+        }
+        logger.info("stopping")
+        guard await stop() else { throw UnwrittenEvents() }
+    }
+
+    struct UnwrittenEvents: Error, CustomStringConvertible {
+        var description: String { "stopped with events the database did not take (they are in this log)" }
+    }
+
+    private func retentionJob() async {
+        while !Task.isCancelled {
+            do { try await retention.run(store, nowMs: gateway.clock.nowMs()) } catch {
+                logger.error("retention failed", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: .seconds(retention.intervalSeconds))
+        }
+    }
+
+    private func evictionJob() async {
+        var sweeps = 0
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(500))
+            sweeps += 1
+            // Ended sessions every half second; the walk over all sessions for waiting ones every five.
+            await gateway.evictSessions(nowMs: gateway.clock.nowMs(), waiting: sweeps % 10 == 0)
+        }
+    }
+
+    /// Graceful stop: the edge drains (WebSockets closed with 1001, in-flight
+    /// requests answered), then the event log is flushed and closed. False when
+    /// the disk refused events to the end (they are then in the process log).
+    private func stop() async -> Bool {
+        await edge.stop()
+        store.eventLog.append(LogEvent(atMs: gateway.clock.nowMs(), kind: "node.stop", summary: "stopped"))
+        let unwritten = await store.close(grace: .milliseconds(Int64(max(edge.configuration.shutdownGraceSeconds, 1) * 1000)))
+        if !unwritten.isEmpty {
+            // The disk refused them until the end: they go to the process log, whole, rather than nowhere.
+            logger.error("event log unwritable at stop; its unwritten events follow",
+                         metadata: ["count": "\(unwritten.count)", "cause": "\(store.eventLog.lastWriteError ?? "unknown")"])
+            for event in unwritten {
+                logger.error("unwritten event", metadata: [
+                    "event_at": "\(Timestamp.iso8601(ms: event.atMs))", "session_id": "\(event.sessionID ?? "")", "seq": "\(event.seq.map { "\($0)" } ?? "")",
+                    "kind": "\(event.kind)", "level_of_event": "\(event.level.rawValue)", "summary": "\(event.summary)",
+                    "trace_id": "\(event.traceID ?? "")", "data": "\(event.data?.text ?? "")"])
+            }
+        }
+        upstream.shutdown()
+        await simulator?.stop()
+        return unwritten.isEmpty
+    }
+}
