@@ -15,12 +15,12 @@ extension Gateway {
         // Sessions API (Kassa's own, versioned)
         (.apiKey, Route(.POST, "/v1/sessions", "sessions.create") { g, c in try await g.createSession(c) }),
         (.clientToken, Route(.GET, "/v1/sessions/{id}", "sessions.get") { g, c in try await g.getSession(c) }),
-        (.clientToken, Route(.POST, "/v1/sessions/{id}/attempts", "sessions.attempt") { g, c in try await g.sessionCommand(c, type: "attempt") }),
-        (.clientToken, Route(.POST, "/v1/sessions/{id}/abort", "sessions.abort") { g, c in try await g.sessionCommand(c, type: "abort") }),
-        (.clientToken, Route(.POST, "/v1/sessions/{id}/retry", "sessions.retry") { g, c in try await g.sessionCommand(c, type: "retry") }),
-        (.clientToken, Route(.POST, "/v1/sessions/{id}/fallback", "sessions.fallback") { g, c in try await g.sessionCommand(c, type: "fallback") }),
-        (.clientToken, Route(.POST, "/v1/sessions/{id}/3ds", "sessions.3ds") { g, c in try await g.sessionCommand(c, type: "3ds") }),
-        (.clientToken, Route(.POST, "/v1/sessions/{id}/app-launch-failed", "sessions.app-launch-failed") { g, c in try await g.sessionCommand(c, type: "appLaunchFailed") }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/attempts", "sessions.attempt") { g, c in try await g.sessionCommand(c, type: .attempt) }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/abort", "sessions.abort") { g, c in try await g.sessionCommand(c, type: .abort) }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/retry", "sessions.retry") { g, c in try await g.sessionCommand(c, type: .retry) }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/fallback", "sessions.fallback") { g, c in try await g.sessionCommand(c, type: .fallback) }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/3ds", "sessions.3ds") { g, c in try await g.sessionCommand(c, type: .threeDSecure) }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/app-launch-failed", "sessions.app-launch-failed") { g, c in try await g.sessionCommand(c, type: .appLaunchFailed) }),
         // The WebSocket GET /v1/sessions/{id}/stream is accepted by SessionService+Stream.swift (an upgrade, not a route).
 
         // Support API (admin token) and the admin page

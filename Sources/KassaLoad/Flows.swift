@@ -24,26 +24,24 @@ struct VirtualClient {
         let streamPath: String
     }
 
-    static let terminal: Set<String> = ["PaymentSessionComplete", "PaymentSessionCanceled"]
-
     func run(_ flow: Scenario.Flow) async throws(FlowFailure) {
         let session = try await create()
         let (reader, observers) = try await subscribeAll(session)
         do {
             switch flow {
             case .swish:
-                try await command(reader, "attempt", ["instrument": ["type": "Swish", "msisdn": "+46739000001"]],
-                                  step: "swish.attempt→Complete", until: "PaymentSessionComplete")
+                try await command(reader, .attempt, ["instrument": Instrument.swish(msisdn: "+46739000001").json],
+                                  step: "swish.attempt→Complete", until: .paymentSessionComplete)
             case .card:
-                try await command(reader, "attempt", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]],
-                                  step: "card.attempt→Complete", until: "PaymentSessionComplete")
+                try await command(reader, .attempt, ["instrument": Instrument.creditCard(paymentToken: "sim-card-frictionless").json],
+                                  step: "card.attempt→Complete", until: .paymentSessionComplete)
             case .card3ds:
-                try await command(reader, "attempt", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]],
-                                  step: "card3ds.attempt→Show3DSecure", until: "Show3DSecure")
-                try await command(reader, "3ds", ["cres": "ok"], step: "card3ds.3ds→Complete", until: "PaymentSessionComplete",
-                                  tolerating: ["Dismiss3DSecure"])
+                try await command(reader, .attempt, ["instrument": Instrument.creditCard(paymentToken: "sim-card-challenge").json],
+                                  step: "card3ds.attempt→Show3DSecure", until: .show3DSecure)
+                try await command(reader, .threeDSecure, ["cres": "ok"], step: "card3ds.3ds→Complete", until: .paymentSessionComplete,
+                                  tolerating: [.dismiss3DSecure])
             case .abort:
-                try await command(reader, "abort", [:], step: "abort→Canceled", until: "PaymentSessionCanceled")
+                try await command(reader, .abort, [:], step: "abort→Canceled", until: .paymentSessionCanceled)
             case .reconnect:
                 try await reconnect(session, reader)
             case .idle:
@@ -57,8 +55,8 @@ struct VirtualClient {
             // Every other subscriber of the session sees the same stream to the same end.
             if flow != .idle && flow != .ping && flow != .reconnect {
                 for observer in observers {
-                    _ = try await observer.push(flow == .abort ? "PaymentSessionCanceled" : "PaymentSessionComplete",
-                                                tolerating: ["Show3DSecure", "Dismiss3DSecure", "LaunchClientApp"])
+                    _ = try await observer.push(flow == .abort ? .paymentSessionCanceled : .paymentSessionComplete,
+                                                tolerating: [.show3DSecure, .dismiss3DSecure, .launchClientApp])
                 }
             }
         } catch {
@@ -127,7 +125,7 @@ struct VirtualClient {
             for n in 0..<scenario.subscribersPerSession {
                 let (reader, started) = try await subscribe(session, first: n == 0 ? "subscribe" : nil)
                 readers.append(reader)
-                _ = try await reader.push("PaymentSessionFetched")
+                _ = try await reader.push(.paymentSessionFetched)
                 if n == 0 { recorder.record("firstEvent", since: started) }
             }
         } catch {
@@ -143,15 +141,15 @@ struct VirtualClient {
     }
 
     /// Sends a command over the stream, checks its answer, and times it to the push `until`.
-    private func command(_ reader: StreamReader, _ type: String, _ fields: [String: JSONValue], step: String, until: String,
-                         tolerating: Set<String> = []) async throws(FlowFailure) {
+    private func command(_ reader: StreamReader, _ type: CommandType, _ fields: [String: JSONValue], step: String, until: PushType,
+                         tolerating: Set<PushType> = []) async throws(FlowFailure) {
         await think()
         var frame = fields
-        frame["id"] = .string(type)
-        frame["type"] = .string(type)
+        frame["id"] = .string(type.rawValue)
+        frame["type"] = .string(type.rawValue)
         let started = ContinuousClock.now
         reader.send(.object(frame))
-        try await reader.ack(type, tolerating: tolerating.union([until]))
+        try await reader.ack(type.rawValue, tolerating: tolerating.union([until]))
         _ = try await reader.push(until, tolerating: tolerating)
         recorder.record(step, since: started)
     }
@@ -163,7 +161,7 @@ struct VirtualClient {
         await first.close()
         await think()
         do {
-            let attempt: JSONValue = ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]]
+            let attempt: JSONValue = ["instrument": Instrument.creditCard(paymentToken: "sim-card-challenge").json]
             let r = try await http.send(UpstreamRequest(method: "POST", url: runner.target.base + "/v1/sessions/\(session.id)/attempts",
                                                         headers: [("Authorization", "Bearer \(session.token)"), ("Content-Type", "application/json")],
                                                         body: attempt.bytes, totalTimeoutMs: Int(scenario.stepTimeoutSeconds * 1000)))
@@ -176,10 +174,10 @@ struct VirtualClient {
         }
         let (reader, started) = try await subscribe(session, since: since, first: nil)
         do {
-            _ = try await reader.push("Show3DSecure")
+            _ = try await reader.push(.show3DSecure)
             recorder.record("reconnect.resume→Show3DSecure", since: started)
-            try await command(reader, "3ds", ["cres": "ok"], step: "reconnect.3ds→Complete", until: "PaymentSessionComplete",
-                              tolerating: ["Dismiss3DSecure"])
+            try await command(reader, .threeDSecure, ["cres": "ok"], step: "reconnect.3ds→Complete", until: .paymentSessionComplete,
+                              tolerating: [.dismiss3DSecure])
         } catch {
             await reader.close()
             throw error
@@ -196,7 +194,7 @@ struct VirtualClient {
             while next < scenario.pingCount && next - answered < scenario.pingWindow {
                 sentAt[next % scenario.pingWindow] = .now
                 // The command's text written out: this loop runs tens of thousands of times a second.
-                reader.send(text: #"{"id":"p\#(next)","type":"ping"}"#)
+                reader.send(text: #"{"id":"p\#(next)","type":"\#(CommandType.ping.rawValue)"}"#)
                 next += 1
             }
             try await reader.ack("p\(answered)")

@@ -43,12 +43,14 @@ final class StreamReader: @unchecked Sendable {
 
     /// Reads until the push of type `type`, which it returns. Pushes of the types in
     /// `tolerating` may come first; any other push fails the flow.
-    func push(_ type: String, tolerating: Set<String> = []) async throws(FlowFailure) -> JSONValue {
+    func push(_ type: PushType, tolerating: Set<PushType> = []) async throws(FlowFailure) -> JSONValue {
         while true {
-            let frame = early.isEmpty ? try await next(waitingFor: type) : early.removeFirst()
+            let frame = early.isEmpty ? try await next(waitingFor: type.rawValue) : early.removeFirst()
             guard let pushed = frame["type"]?.stringValue, frame["seq"] != nil else { continue }
-            if pushed == type { return frame }
-            if !tolerating.contains(pushed) { throw FlowFailure("unexpected \(pushed) while waiting for \(type)") }
+            if pushed == type.rawValue { return frame }
+            if !(PushType(rawValue: pushed).map(tolerating.contains) ?? false) {
+                throw FlowFailure("unexpected \(pushed) while waiting for \(type.rawValue)")
+            }
         }
     }
 
@@ -56,11 +58,11 @@ final class StreamReader: @unchecked Sendable {
     /// Pushes may overtake the answer (the session pushes while handling the command):
     /// those in `tolerating` are kept for the next `push` calls.
     @discardableResult
-    func ack(_ id: String, tolerating: Set<String> = []) async throws(FlowFailure) -> JSONValue {
+    func ack(_ id: String, tolerating: Set<PushType> = []) async throws(FlowFailure) -> JSONValue {
         while acks[id] == nil {
             let frame = try await next(waitingFor: "the answer to \(id)")
             guard let pushed = frame["type"]?.stringValue, frame["seq"] != nil else { continue }
-            guard tolerating.contains(pushed) else { throw FlowFailure("unexpected \(pushed) while waiting for a command answer") }
+            guard PushType(rawValue: pushed).map(tolerating.contains) ?? false else { throw FlowFailure("unexpected \(pushed) while waiting for a command answer") }
             early.append(frame)
         }
         return acks.removeValue(forKey: id)!
@@ -91,13 +93,13 @@ final class StreamReader: @unchecked Sendable {
                 n += 1
                 let id = "idle-\(n)"
                 let sent = ContinuousClock.now
-                send(["id": .string(id), "type": "ping"])
+                send(["id": .string(id), "type": .string(CommandType.ping.rawValue)])
                 try await ack(id)
                 recordPing(sent)
             }
         }
         // A final round trip shows the stream outlived the hold.
-        send(["id": "idle-end", "type": "ping"])
+        send(["id": "idle-end", "type": .string(CommandType.ping.rawValue)])
         try await ack("idle-end")
     }
 

@@ -12,13 +12,13 @@ struct AdminPageTests {
         // A payment with a declined attempt, then a successful one.
         let (done, s) = try await t.sessions.fetched()
         try await s.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
-        _ = try await s.event("SessionProblemOccurred")
+        _ = try await s.event(.sessionProblemOccurred)
         var accepted = false
         for i in 0..<50 where !accepted {
             try await s.send(["id": .string("a\(i)"), "type": "attempt", "instrument": ["type": "ApplePay"]])
             accepted = try await s.ack("a\(i)")["ok"] == true
         }
-        _ = try await s.event("PaymentSessionComplete")
+        _ = try await s.event(.paymentSessionComplete)
         let payeeReference = try #require(try t.node.store.session(id: done.id)?.payeeReference)
 
         // A second one, still waiting for the payer when the page opens it.
@@ -32,7 +32,7 @@ struct AdminPageTests {
         let deadline = Date().addingTimeInterval(30)
         while !FileManager.default.fileExists(atPath: control) && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         try await ls.send(["id": "go", "type": "attempt", "instrument": ["type": "GooglePay"]])
-        _ = try await ls.event("PaymentSessionComplete")
+        _ = try await ls.event(.paymentSessionComplete)
         let (status, output) = try await page.value
         #expect(status == 0, "\(output.suffix(3000))")
         #expect(FileManager.default.fileExists(atPath: screenshot))

@@ -135,9 +135,9 @@ struct CrashRecoveryTests {
         let c1 = SessionClient(base: "http://127.0.0.1:\(try await port(first))", port: try await port(first))
         let session = try await SessionClient.createVia(c1, key: "k")
         let stream = try await c1.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        _ = try await stream.event(.paymentSessionFetched)
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
-        _ = try await stream.event("Show3DSecure")
+        _ = try await stream.event(.show3DSecure)
         first.signal(SIGKILL)
         _ = try await onThread { first.waitForExit() }
 
@@ -146,10 +146,10 @@ struct CrashRecoveryTests {
         let c2 = SessionClient(base: "http://127.0.0.1:\(p2)", port: p2)
         // The client had seq 1 when the connection dropped: it asks for what came after.
         let resumed = try await c2.stream(session, since: 1)
-        let replayed = try await resumed.event("Show3DSecure")
+        let replayed = try await resumed.event(.show3DSecure)
         #expect(replayed["seq"]?.intValue == 2, "the acknowledged Show3DSecure survived the crash")
         try await resumed.send(["id": "2", "type": "3ds", "cres": "ok"])
-        _ = try await resumed.event("PaymentSessionComplete")
+        _ = try await resumed.event(.paymentSessionComplete)
         #expect(resumed.seqs == [2, 3, 4])
         #expect(resumed.types == ["Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"])
         second.signal(SIGTERM)

@@ -49,7 +49,7 @@ struct ClusterTests {
         for _ in 0..<6 {
             let created = try await SessionClient.createVia(c, key: "k")
             let stream = try await c.stream(created)
-            _ = try await stream.event("PaymentSessionFetched")
+            _ = try await stream.event(.paymentSessionFetched)
             sessions.append((created, stream))
         }
 
@@ -87,7 +87,7 @@ struct ClusterTests {
         let stream = try #require(resumed, "the client could not reconnect")
         try await stream.send(["id": "go", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await stream.ack("go")["ok"] == true)
-        let complete = try await stream.event("PaymentSessionComplete")
+        let complete = try await stream.event(.paymentSessionComplete)
         #expect((complete["seq"]?.intValue ?? 0) > 1, "the stream continues after the seq the client had")
         let newOwners = try await owners(victim.id).filter { $0 != dead }
         #expect(newOwners.count == 1, "another node picked the session up: \(newOwners)")
@@ -95,7 +95,7 @@ struct ClusterTests {
         // The other sessions carry on where they were.
         let (other, otherStream) = sessions.first { ownerOf[$0.0.id] != dead }!
         try await otherStream.send(["id": "x", "type": "attempt", "instrument": ["type": "ApplePay"]])
-        _ = try await otherStream.event("PaymentSessionComplete")
+        _ = try await otherStream.event(.paymentSessionComplete)
         #expect(try await owners(other.id) == [ownerOf[other.id]!])
     }
 }

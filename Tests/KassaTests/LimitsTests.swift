@@ -53,7 +53,7 @@ struct LimitsTests {
         #expect(third.status == 503)
         #expect(try JSONValue.parse(third.body)["type"]?.stringValue == "urn:kassa:problem:capacity")
         let stream = try await t.sessions.stream(first)
-        _ = try await stream.event("PaymentSessionFetched")
+        _ = try await stream.event(.paymentSessionFetched)
         let port = t.node.port
         let refused = try await onThread { try RawSocket(port: port).upgrade(path: "/v1/sessions/\(first.id)/stream?token=\(first.token)") }
         #expect(refused.status == 503)

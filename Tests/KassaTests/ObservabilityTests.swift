@@ -16,7 +16,7 @@ struct ObservabilityTests {
     func scrapeAfterFlow(_ t: TestNode) async throws -> (String, SessionClient.Created) {
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         stream.connection.close()
         // Twice: a series recorded again adds to the same handle (the gateway keeps its handles).
         for _ in 0..<2 { _ = try await client.send(UpstreamRequest(url: t.base + "/nope")) }

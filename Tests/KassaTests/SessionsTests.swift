@@ -18,13 +18,13 @@ struct SessionsTests {
         #expect(SessionToken.open(session.token, keys: t.node.gateway.tokenKeys)?.sessionID == session.id)
         #expect(!session.token.contains("paymentsessions"), "the upstream href inside the token is sealed")
         let stream = try await c.stream(session)
-        let fetched = try await stream.event("PaymentSessionFetched")
+        let fetched = try await stream.event(.paymentSessionFetched)
         let instruments = fetched["data"]?["availableInstruments"]?.arrayValue?.compactMap { $0["type"]?.stringValue }
         #expect(instruments == ["Swish", "CreditCard", "NewCreditCard", "ApplePay", "GooglePay", "WebBased"])
         #expect(fetched["session"]?.stringValue == session.id)
         try await stream.send(["id": "c1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await stream.ack("c1")["ok"] == true)
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         #expect(stream.seqs == Array(1...stream.seqs.count))
         let snapshot = try JSONValue.parse(try await c.snapshot(session).body)
         #expect(snapshot["state"]?.stringValue == "completed")
@@ -37,13 +37,13 @@ struct SessionsTests {
         let t = try TestNode()
         let session = try await t.sessions.create()
         let stream = try await t.sessions.stream(session, tokenInQuery: true)
-        _ = try await stream.event("PaymentSessionFetched")
+        _ = try await stream.event(.paymentSessionFetched)
         try await stream.send(["id": "a", "type": "attempt", "instrument": ["type": "Swish"]])
-        let launch = try await stream.event("LaunchClientApp")
+        let launch = try await stream.event(.launchClientApp)
         let url = try #require(launch["data"]?["url"]?.stringValue)
         #expect(url.hasPrefix("swish://paymentrequest?token="))
         #expect(url.contains("&callbackurl=https%3A%2F%2Fshop.example%2Fpay"))
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         await t.stop()
     }
 
@@ -54,9 +54,9 @@ struct SessionsTests {
         let t = try TestNode(upstreamURL: simulator.baseURL) { $0.upstreamToken = Simulator.defaultToken }
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "a", "type": "attempt", "instrument": ["type": "Swish"]])
-        _ = try await stream.event("LaunchClientApp")
+        _ = try await stream.event(.launchClientApp)
         try await stream.send(["id": "b", "type": "appLaunchFailed"])
-        let problem = try await stream.event("SessionProblemOccurred")
+        let problem = try await stream.event(.sessionProblemOccurred)
         #expect(problem["data"]?["problem"]?["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/clientapplaunchfailed")
         await t.stop()
         await simulator.stop()
@@ -68,7 +68,7 @@ struct SessionsTests {
         for wallet in ["GooglePay", "ApplePay"] {
             let (session, stream) = try await t.sessions.fetched()
             try await stream.send(["id": "w", "type": "attempt", "instrument": ["type": .string(wallet)]])
-            _ = try await stream.event("PaymentSessionComplete")
+            _ = try await stream.event(.paymentSessionComplete)
         }
         await t.stop()
     }
@@ -78,7 +78,7 @@ struct SessionsTests {
         let t = try TestNode()
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000002"]])
-        let problem = try await stream.event("SessionProblemOccurred")
+        let problem = try await stream.event(.sessionProblemOccurred)
         #expect(problem["data"]?["problem"]?["type"]?.stringValue == "https://api.payex.com/psp/errordetail/paymentorders/paymentattemptdeclined")
         // The acknowledgement upstream happens before the session accepts a new attempt.
         var accepted = false
@@ -88,7 +88,7 @@ struct SessionsTests {
             if !accepted { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(accepted)
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         await t.stop()
     }
 
@@ -97,7 +97,7 @@ struct SessionsTests {
         let t = try TestNode(configure: { $0.endedSessionMemorySeconds = 0.2 })
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         try await Task.sleep(for: .milliseconds(1_200))
         #expect(t.node.gateway.sessions.held(session.id) != nil, "a followed session stays")
         let weakActor = WeakSession(actor: t.node.gateway.sessions.held(session.id))
@@ -114,7 +114,7 @@ struct SessionsTests {
         #expect(snapshot["state"]?.stringValue == "completed")
         #expect(snapshot["seq"]?.intValue == 2)
         let replay = try await t.sessions.stream(session)
-        _ = try await replay.event("PaymentSessionComplete")
+        _ = try await replay.event(.paymentSessionComplete)
         #expect(replay.types == ["PaymentSessionFetched", "PaymentSessionComplete"])
         await t.stop()
     }
@@ -147,7 +147,7 @@ struct SessionsTests {
         let again = try await t.sessions.stream(first, since: 1)
         try await again.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await again.ack("1")["ok"] == true)
-        _ = try await again.event("PaymentSessionComplete")
+        _ = try await again.event(.paymentSessionComplete)
         #expect(again.types == ["PaymentSessionComplete"])
         #expect(again.seqs == [2])
         await t.node.store.eventLog.flush()
@@ -172,11 +172,11 @@ struct SessionsTests {
         let t = try TestNode()
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
-        let show = try await stream.event("Show3DSecure")
+        let show = try await stream.event(.show3DSecure)
         #expect(show["data"]?["form"]?["creq"]?.stringValue?.hasPrefix("sim-creq-") == true)
         try await stream.send(["id": "2", "type": "3ds", "cres": "ok"])
-        _ = try await stream.event("Dismiss3DSecure")
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.dismiss3DSecure)
+        _ = try await stream.event(.paymentSessionComplete)
         #expect(stream.types == ["PaymentSessionFetched", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"])
         await t.stop()
     }
@@ -188,14 +188,14 @@ struct SessionsTests {
         let (first, stream) = try await c.fetched()
         let attempt = try await c.command(first, "attempts", ["instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
         #expect(attempt.status == 202)
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         let late = try await c.command(first, "abort")
         #expect(late.status == 409)
         #expect(try JSONValue.parse(late.body)["type"]?.stringValue == "urn:kassa:problem:command-not-allowed")
 
         let (second, secondStream) = try await c.fetched()
         #expect(try await c.command(second, "abort").status == 202)
-        _ = try await secondStream.event("PaymentSessionCanceled")
+        _ = try await secondStream.event(.paymentSessionCanceled)
         let ended = try await c.command(second, "attempts", ["instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(ended.status == 409, "the session has ended: no attempt")
         await t.stop()
@@ -295,11 +295,11 @@ struct SessionsTests {
         let doc = try JSONValue.parse(first.body)
         let session = SessionClient.Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)
         let stream = try await c.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        _ = try await stream.event(.paymentSessionFetched)
         let abort1 = try await c.command(session, "abort", idempotencyKey: "abort-1")
         let abort2 = try await c.command(session, "abort", idempotencyKey: "abort-1")
         #expect(abort1.status == 202 && abort2.status == 202, "the repeat is a no-op returning the first answer, not a 409")
-        _ = try await stream.event("PaymentSessionCanceled")
+        _ = try await stream.event(.paymentSessionCanceled)
         await t.stop()
     }
 
@@ -310,21 +310,21 @@ struct SessionsTests {
         let session = try await c.create()
         let a = try await c.stream(session)
         let b = try await c.stream(session)
-        _ = try await a.event("PaymentSessionFetched")
+        _ = try await a.event(.paymentSessionFetched)
         try await a.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
-        _ = try await a.event("Show3DSecure")
+        _ = try await a.event(.show3DSecure)
         try await a.send(["id": "2", "type": "3ds", "cres": "ok"])
-        _ = try await a.event("PaymentSessionComplete")
-        _ = try await b.event("PaymentSessionComplete")
+        _ = try await a.event(.paymentSessionComplete)
+        _ = try await b.event(.paymentSessionComplete)
         #expect(a.types == b.types)
         #expect(a.seqs == [1, 2, 3, 4])
 
         let late = try await c.stream(session, since: 2)
-        _ = try await late.event("PaymentSessionComplete")
+        _ = try await late.event(.paymentSessionComplete)
         #expect(late.seqs == [3, 4])
         #expect(late.types == ["Dismiss3DSecure", "PaymentSessionComplete"])
         let all = try await c.stream(session)
-        _ = try await all.event("PaymentSessionComplete")
+        _ = try await all.event(.paymentSessionComplete)
         #expect(all.seqs == [1, 2, 3, 4])
         await t.stop()
     }
@@ -335,11 +335,11 @@ struct SessionsTests {
         let c = t.sessions
         let (session, first) = try await c.fetched()
         try await first.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish"]])
-        _ = try await first.event("LaunchClientApp")
+        _ = try await first.event(.launchClientApp)
         first.connection.close()
         // Completion is produced while no one listens, or while the new stream connects.
         let second = try await c.stream(session, since: first.seqs.last.map(Int64.init))
-        _ = try await second.event("PaymentSessionComplete")
+        _ = try await second.event(.paymentSessionComplete)
         let seen = first.seqs + second.seqs
         #expect(seen == Array(1...seen.count))
         await t.stop()
@@ -361,7 +361,7 @@ struct SessionsTests {
         #expect(try await stream.read { $0["ok"] == false }.last?["problem"] != nil)
         try await stream.send(["id": "y", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await stream.ack("y")["ok"] == true)
-        _ = try await stream.event("PaymentSessionComplete")
+        _ = try await stream.event(.paymentSessionComplete)
         await t.stop()
     }
 
@@ -373,7 +373,7 @@ struct SessionsTests {
         let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .status(503))])
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
-        let problem = try await stream.event("SdkProblemOccurred")
+        let problem = try await stream.event(.sdkProblemOccurred)
         #expect(problem["data"]?["retryable"] == true)
         #expect(problem["data"]?["problem"]?["type"]?.stringValue == "PaymentSessionAPIRequestFailed")
         await t.node.store.eventLog.flush()
@@ -408,7 +408,7 @@ struct SessionsTests {
         let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .timeout)])
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
-        let problem = try await stream.event("SdkProblemOccurred")
+        let problem = try await stream.event(.sdkProblemOccurred)
         #expect(problem["data"]?["problem"]?["operation"]?.stringValue == "start-payment-attempt")
         await t.node.store.eventLog.flush()
         let posts = try t.node.store.eventLog.events(sessionID: session.id)
@@ -422,11 +422,11 @@ struct SessionsTests {
         let t = try TestNode()
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "m", "type": "fallback", "restrictToInstruments": ["Vipps"]])
-        let menu = try await stream.event("ShowPaymentMenu")
+        let menu = try await stream.event(.showPaymentMenu)
         #expect(menu["data"]?["restrictedToInstruments"] == ["Vipps"])
         #expect(menu["data"]?["url"]?.stringValue?.hasSuffix("/menu") == true)
         try await stream.send(["id": "n", "type": "abort"])
-        _ = try await stream.event("PaymentSessionCanceled")
+        _ = try await stream.event(.paymentSessionCanceled)
         await t.stop()
     }
 
@@ -435,7 +435,7 @@ struct SessionsTests {
         let t = try TestNode()
         let (session, stream) = try await t.sessions.fetched()
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "NewCreditCard", "enabledPaymentDetailsConsentCheckbox": true]])
-        let menu = try await stream.event("ShowPaymentMenu")
+        let menu = try await stream.event(.showPaymentMenu)
         #expect(menu["data"]?["restrictedToInstruments"] == ["CreditCard"])
         await t.stop()
     }
@@ -448,18 +448,18 @@ struct SessionsTests {
         var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
         let (done, doneStream) = try await t.sessions.fetched()
         try await doneStream.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
-        _ = try await doneStream.event("PaymentSessionComplete")
+        _ = try await doneStream.event(.paymentSessionComplete)
         let (open, openStream) = try await t.sessions.fetched()
         await t.stop(keepDirectory: true)
 
         t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
         let replay = try await t.sessions.stream(done, since: 1)
-        _ = try await replay.event("PaymentSessionComplete")
+        _ = try await replay.event(.paymentSessionComplete)
         #expect(replay.seqs == [2])
         let resumed = try await t.sessions.stream(open, since: 1)
         try await resumed.send(["id": "2", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await resumed.ack("2")["ok"] == true)
-        _ = try await resumed.event("PaymentSessionComplete")
+        _ = try await resumed.event(.paymentSessionComplete)
         #expect(resumed.seqs == [2], "no event is repeated after the restart")
         await t.stop(keepDirectory: true)
         await simulator.stop()

@@ -38,14 +38,14 @@ struct StreamOrderTests {
         try await withTestNode(configure: { $0.endedSessionMemorySeconds = 0.1 }) { t in
             let (session, stream) = try await t.sessions.fetched()
             try await stream.send(["id": "1", "type": "abort"])
-            _ = try await stream.event("PaymentSessionCanceled")
+            _ = try await stream.event(.paymentSessionCanceled)
             stream.connection.close()
             for _ in 0..<50 where t.node.gateway.sessions.held(session.id) != nil { try await Task.sleep(for: .milliseconds(100)) }
             #expect(t.node.gateway.sessions.held(session.id) == nil, "evicted: only the store has it now")
 
             // Read back from the store by the stream's inbox, replayed, and in order.
             let replay = try await t.sessions.stream(session)
-            _ = try await replay.event("PaymentSessionCanceled")
+            _ = try await replay.event(.paymentSessionCanceled)
             #expect(replay.types == ["PaymentSessionFetched", "PaymentSessionCanceled"])
             replay.connection.close()
             for _ in 0..<50 where t.node.gateway.sessions.held(session.id) != nil { try await Task.sleep(for: .milliseconds(100)) }

@@ -21,10 +21,10 @@ struct SupportTests {
     func twoPayments(_ t: TestNode) async throws -> (done: SessionClient.Created, declined: SessionClient.Created) {
         let (done, a) = try await t.sessions.fetched()
         try await a.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
-        _ = try await a.event("PaymentSessionComplete")
+        _ = try await a.event(.paymentSessionComplete)
         let (declined, b) = try await t.sessions.fetched()
         try await b.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
-        _ = try await b.event("SessionProblemOccurred")
+        _ = try await b.event(.sessionProblemOccurred)
         a.connection.close(); b.connection.close()
         // The closes and the search fields are written after the events; wait for them rather than for time.
         for _ in 0..<200 {
@@ -190,7 +190,7 @@ struct SupportTests {
         let (done, declined) = try await twoPayments(t)
         let (card, s) = try await t.sessions.fetched()
         try await s.send(["id": "c", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
-        _ = try await s.event("Show3DSecure")
+        _ = try await s.event(.show3DSecure)
         await t.node.store.eventLog.flush()
         await t.node.store.close()
         var bytes = Data()
@@ -214,7 +214,7 @@ struct SupportTests {
         let live = try await sharedWebSocketClient.connect(port: t.node.port, path: "/v1/admin/stream?session=\(session.id)&token=test-admin")
         let stream = Stream(connection: live)
         let c = try await t.sessions.stream(session)
-        _ = try await c.event("PaymentSessionFetched")
+        _ = try await c.event(.paymentSessionFetched)
         try await c.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
         let complete = try await stream.read { $0["kind"]?.stringValue == "push.sent" && $0["summary"]?.stringValue == "PaymentSessionComplete" }
         #expect(complete.allSatisfy { $0["session"]?.stringValue == session.id })

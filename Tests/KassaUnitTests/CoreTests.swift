@@ -201,3 +201,34 @@ struct TokenTests {
         #expect(SessionToken.header(old) == nil)
     }
 }
+
+@Suite("Core: the session protocol, defined once")
+struct SessionProtocolTests {
+    @Test("every instrument reads back from its own wire form")
+    func instrumentsRoundTrip() throws {
+        let all: [Instrument] = [.swish(msisdn: nil), .swish(msisdn: "+46739000001"), .creditCard(paymentToken: "tok"),
+                                 .newCreditCard(enabledPaymentDetailsConsentCheckbox: false), .applePay, .googlePay]
+        for instrument in all {
+            #expect(try Instrument.parse(instrument.json).get() == instrument)
+        }
+    }
+
+    @Test("every command type but ping parses; an unknown one is refused with the list of known ones")
+    func commandTypes() {
+        let bodies: [CommandType: JSONValue] = [.attempt: ["instrument": Instrument.applePay.json], .threeDSecure: ["cres": "x"]]
+        for type in CommandType.allCases where type != .ping {
+            #expect((try? PaymentSessionMachine.Command.parse(type.rawValue, bodies[type] ?? [:]).get()) != nil, "\(type)")
+        }
+        guard case .failure(let problem) = PaymentSessionMachine.Command.parse("pay", [:]) else {
+            Issue.record("an unknown command was accepted"); return
+        }
+        #expect(problem.status == 400)
+        #expect(problem.detail?.contains("appLaunchFailed") == true)
+    }
+
+    @Test("terminal and problem pushes are named by the type, not by string matching")
+    func pushKinds() {
+        #expect(PushType.allCases.filter(\.isTerminal) == [.paymentSessionComplete, .paymentSessionCanceled])
+        #expect(PushType.allCases.filter(\.isProblem) == [.sessionProblemOccurred, .sdkProblemOccurred])
+    }
+}

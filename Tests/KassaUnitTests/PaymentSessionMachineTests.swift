@@ -38,7 +38,7 @@ struct PaymentSessionMachineTests {
         effects.compactMap { if case .call(let c) = $0 { return c.rel } else { return nil } }
     }
     func pushes(_ effects: [PaymentSessionMachine.Effect]) -> [String] {
-        effects.compactMap { if case .push(let p) = $0 { return p.type } else { return nil } }
+        effects.compactMap { if case .push(let p) = $0 { return p.type.rawValue } else { return nil } }
     }
     func lastCall(_ m: PaymentSessionMachine) -> SessionCall { m.callInFlight! }
 

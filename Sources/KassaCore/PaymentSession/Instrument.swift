@@ -19,6 +19,17 @@ public enum Instrument: Sendable, Equatable {
         }
     }
 
+    /// The wire form that `parse` reads: what a client sends as a command's `instrument`.
+    public var json: JSONValue {
+        switch self {
+        case .swish(let msisdn): return ["type": "Swish", "msisdn": msisdn.map { .string($0) } ?? .null]
+        case .creditCard(let token): return ["type": "CreditCard", "paymentToken": .string(token)]
+        case .newCreditCard(let consent): return ["type": "NewCreditCard", "enabledPaymentDetailsConsentCheckbox": .bool(consent)]
+        case .applePay: return ["type": "ApplePay"]
+        case .googlePay: return ["type": "GooglePay"]
+        }
+    }
+
     /// Reads `{"type": "Swish", "msisdn": "+46…"}` and the other shapes of the
     /// WebSocket protocol; the error names what is wrong.
     public static func parse(_ value: JSONValue?) -> Result<Instrument, Problem> {
@@ -27,7 +38,7 @@ public enum Instrument: Sendable, Equatable {
         }
         switch value["type"]?.stringValue {
         case "Swish":
-            guard let msisdn = value["msisdn"] else { return .success(.swish(msisdn: nil)) }
+            guard let msisdn = value["msisdn"], msisdn != .null else { return .success(.swish(msisdn: nil)) }
             guard let s = msisdn.stringValue, isValidMSISDN(s) else {
                 return .failure(.badRequest("msisdn must be + followed by the country code and number, digits only, no whitespace",
                                             parameter: "instrument.msisdn"))

@@ -76,8 +76,8 @@ public struct PaymentOutput: Sendable, Equatable {
         return next.isEmpty ? all : next
     }
 
-    public func operation(_ rel: String, method: String? = nil) -> Operation? {
-        candidates.first { $0.rel == rel && (method == nil || $0.paymentMethod == method) }
+    public func operation(_ rel: OperationRel, method: String? = nil) -> Operation? {
+        candidates.first { $0.rel == rel.rawValue && (method == nil || $0.paymentMethod == method) }
     }
 
     public func method(_ name: String) -> Method? { methods.first { $0.name == name } }
@@ -126,10 +126,7 @@ public struct PaymentOutput: Sendable, Equatable {
     /// The names every output repeats (operation rels, methods, content types): one copy for
     /// all sessions instead of one per session, since a session holds its output while it waits.
     static let sharedStrings: [String: String] = {
-        let names = ["prepare-payment", "abort-payment", "customize-payment", "event-logging", "expand-method",
-                     "start-payment-attempt", "get-payment", "create-authentication", "complete-authentication",
-                     "redirect-payer", "acknowledge-failed-attempt", "fail-payment-attempt", "launch-client-app",
-                     "view-paymentsession", "attempt-payload", "application/json", "application/x-www-form-urlencoded",
+        let names = OperationRel.allCases.map(\.rawValue) + ["application/json", "application/x-www-form-urlencoded",
                      "GET", "POST", "PATCH", "Swish", "CreditCard", "ApplePay", "GooglePay", "Vipps", "WebBased"]
         return Dictionary(uniqueKeysWithValues: names.map { ($0, $0) })
     }()

@@ -1,9 +1,9 @@
 /// One event pushed to the client, before it gets its `seq`.
 public struct PushEvent: Sendable, Equatable {
-    public var type: String
+    public var type: PushType
     public var data: JSONValue
 
-    public init(_ type: String, _ data: JSONValue = .object([:])) {
+    public init(_ type: PushType, _ data: JSONValue = .object([:])) {
         self.type = type
         self.data = data
     }
@@ -37,7 +37,7 @@ public struct SessionCall: Sendable, Equatable {
 /// effects = machine.received(output, for: call) // e.g. [.call(prepare-payment)]
 /// ```
 public struct PaymentSessionMachine: Sendable {
-    public enum Phase: String, Sendable {
+    public enum Phase: String, Sendable, CaseIterable {
         case starting, awaitingInstrument, attempting, threeDSecure, paymentMenu, failed, completed, canceled, ended
 
         public var isTerminal: Bool { self == .completed || self == .canceled || self == .ended }
@@ -116,9 +116,9 @@ public struct PaymentSessionMachine: Sendable {
     public init(restoring sessionURL: String, phase: Phase, history: [String], pollIntervalMs: Int = 2_000) {
         self.init(sessionURL: sessionURL, pollIntervalMs: pollIntervalMs)
         self.phase = phase.isTerminal ? phase : .starting
-        fetchedReported = history.contains("PaymentSessionFetched")
+        fetchedReported = history.contains(PushType.paymentSessionFetched.rawValue)
         // What the current attempt announced: everything after its last end.
-        let current = history.reversed().prefix { $0 != "SessionProblemOccurred" && $0 != "PaymentSessionFetched" && $0 != "Dismiss3DSecure" }
+        let current = history.reversed().prefix { $0 != PushType.sessionProblemOccurred.rawValue && $0 != PushType.paymentSessionFetched.rawValue && $0 != PushType.dismiss3DSecure.rawValue }
         restoredAnnouncements = Set(current)
     }
 
@@ -126,7 +126,7 @@ public struct PaymentSessionMachine: Sendable {
 
     public mutating func start() -> [Effect] {
         phase = .starting
-        return [issue(SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL))]
+        return [issue(viewSession)]
     }
 
     /// An upstream call answered with a PaymentOutputModel.
@@ -143,11 +143,11 @@ public struct PaymentSessionMachine: Sendable {
     public mutating func notAllowed(_ call: SessionCall, problem: JSONValue) -> [Effect] {
         callInFlight = nil
         var effects: [Effect] = []
-        if call.rel == "abort-payment" {
-            effects.append(.push(PushEvent("SdkProblemOccurred", ["problem": [
-                "type": "AbortPaymentNotAllowed", "detail": "the payment can no longer be aborted", "retryable": false]])))
+        if call.rel == OperationRel.abortPayment.rawValue {
+            effects.append(.push(PushEvent(.sdkProblemOccurred, ["problem": [
+                "type": .string(SdkProblemType.abortPaymentNotAllowed.rawValue), "detail": "the payment can no longer be aborted", "retryable": false]])))
         }
-        return effects + [issue(SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL))]
+        return effects + [issue(viewSession)]
     }
 
     /// Another upstream problem (4xx): reported, and the attempt is over.
@@ -156,7 +156,7 @@ public struct PaymentSessionMachine: Sendable {
         lastProblem = problem
         endAttempt()
         if !phase.isTerminal { phase = .awaitingInstrument }
-        return [.push(PushEvent("SessionProblemOccurred", ["problem": problem, "operation": .string(call.rel)]))]
+        return [.push(PushEvent(.sessionProblemOccurred, ["problem": problem, "operation": .string(call.rel)]))]
     }
 
     /// The call failed after its retries (network, 5xx, garbage): the client may `retry`.
@@ -164,18 +164,18 @@ public struct PaymentSessionMachine: Sendable {
         callInFlight = nil
         failedCall = call
         phase = .failed
-        let problem: JSONValue = ["type": "PaymentSessionAPIRequestFailed", "detail": .string(reason),
+        let problem: JSONValue = ["type": .string(SdkProblemType.paymentSessionAPIRequestFailed.rawValue), "detail": .string(reason),
                                   "operation": .string(call.rel), "retryable": true]
         lastProblem = problem
-        return [.push(PushEvent("SdkProblemOccurred", ["problem": problem, "retryable": true]))]
+        return [.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": true]))]
     }
 
     public mutating func pollDue(_ generation: Int) -> [Effect] {
         guard generation == pollGeneration, callInFlight == nil, !phase.isTerminal, phase != .failed else { return [] }
-        if let getPayment = output?.operation("get-payment") {
+        if let getPayment = output?.operation(.getPayment) {
             return [issue(SessionCall(rel: getPayment.rel, method: getPayment.method, href: getPayment.href))]
         }
-        return [issue(SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL))]
+        return [issue(viewSession)]
     }
 
     /// A client command: the effects, or the problem that refuses it (state unchanged).
@@ -205,7 +205,7 @@ public struct PaymentSessionMachine: Sendable {
             }
             return .success(callInFlight == nil ? decide() : [])
         case .abort:
-            guard output?.allOperations.contains(where: { $0.rel == "abort-payment" }) == true || callInFlight != nil else {
+            guard output?.allOperations.contains(where: { $0.rel == OperationRel.abortPayment.rawValue }) == true || callInFlight != nil else {
                 return .failure(Self.notAllowed("the session offers no abort now"))
             }
             abortRequested = true
@@ -221,7 +221,7 @@ public struct PaymentSessionMachine: Sendable {
             }
             phase = instrument == nil ? .starting : .attempting
             let call = failedCall.flatMap { $0.isIdempotent ? $0 : nil }
-                ?? SessionCall(rel: "view-paymentsession", method: "GET", href: sessionURL)
+                ?? viewSession
             failedCall = nil
             return .success([issue(call)])
         case .fallback(let restrictTo):
@@ -232,7 +232,7 @@ public struct PaymentSessionMachine: Sendable {
             phase = .paymentMenu
             return .success(callInFlight == nil ? decide() : [])
         case .threeDSecureResult(let cres):
-            let resuming = phase == .starting && restoredAnnouncements.contains("Show3DSecure")
+            let resuming = phase == .starting && restoredAnnouncements.contains(PushType.show3DSecure.rawValue)
             guard phase == .threeDSecure || resuming else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
             guard !cres.isEmpty, cres.count <= 10_000 else { return .failure(.badRequest("cres must be the challenge's answer", parameter: "cres")) }
             self.cres = cres
@@ -241,11 +241,11 @@ public struct PaymentSessionMachine: Sendable {
             guard phase == .threeDSecure else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
             phase = .failed
             retryShowsChallenge = true
-            let problem: JSONValue = ["type": "PaymentSession3DSecureLoadFailed", "detail": .string(String(reason.prefix(500))), "retryable": true]
+            let problem: JSONValue = ["type": .string(SdkProblemType.paymentSession3DSecureLoadFailed.rawValue), "detail": .string(String(reason.prefix(500))), "retryable": true]
             lastProblem = problem
-            return .success([.push(PushEvent("SdkProblemOccurred", ["problem": problem, "retryable": true]))])
+            return .success([.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": true]))])
         case .appLaunchFailed:
-            guard phase == .attempting, !launched.isEmpty, output?.operation("fail-payment-attempt") != nil else {
+            guard phase == .attempting, !launched.isEmpty, output?.operation(.failPaymentAttempt) != nil else {
                 return .failure(Self.notAllowed("no app launch is pending"))
             }
             appLaunchFailed = true
@@ -258,6 +258,9 @@ public struct PaymentSessionMachine: Sendable {
     }
 
     // MARK: The decision order of the SDKs
+
+    /// Reading the session again: where every flow starts and every doubt ends.
+    var viewSession: SessionCall { SessionCall(rel: OperationRel.viewPaymentSession.rawValue, method: "GET", href: sessionURL) }
 
     mutating func issue(_ call: SessionCall) -> Effect {
         callInFlight = call
@@ -277,30 +280,30 @@ public struct PaymentSessionMachine: Sendable {
         if !restoredAnnouncements.isEmpty { adoptRestoredAnnouncements(o) }
 
         // The client asked to abort: that goes before anything else.
-        if abortRequested, let abort = o.allOperations.first(where: { $0.rel == "abort-payment" }) {
+        if abortRequested, let abort = o.allOperations.first(where: { $0.rel == OperationRel.abortPayment.rawValue }) {
             abortRequested = false
             return [issue(call(abort))]
         }
         // The app could not be launched: tell upstream, which answers with the attempt's problem.
-        if appLaunchFailed, let fail = o.operation("fail-payment-attempt") {
+        if appLaunchFailed, let fail = o.operation(.failPaymentAttempt) {
             appLaunchFailed = false
             return [issue(call(fail, body: ["problemType": "ClientAppLaunchFailed", "errorCode": .null]))]
         }
         // 1. A failed attempt: report it once, then acknowledge it.
-        if let problem = o.problem, let ack = problem.operation, ack.rel == "acknowledge-failed-attempt", !acknowledged.contains(ack.href) {
+        if let problem = o.problem, let ack = problem.operation, ack.rel == OperationRel.acknowledgeFailedAttempt.rawValue, !acknowledged.contains(ack.href) {
             acknowledged.insert(ack.href)
             lastProblem = problem.json
             endAttempt()
             phase = .awaitingInstrument
-            return [.push(PushEvent("SessionProblemOccurred", ["problem": problem.json])), issue(call(ack))]
+            return [.push(PushEvent(.sessionProblemOccurred, ["problem": problem.json])), issue(call(ack))]
         }
         // 2. prepare-payment.
-        if let prepare = o.operation("prepare-payment") {
+        if let prepare = o.operation(.preparePayment) {
             return [issue(call(prepare, body: Self.prepareBody))]
         }
         // 4. The payment menu (fallback, or a new card): customize, then show view-payment.
         if var menu {
-            if !menu.customized, let customize = o.operation("customize-payment") {
+            if !menu.customized, let customize = o.operation(.customizePayment) {
                 menu.customized = true
                 self.menu = menu
                 var body: [String: JSONValue] = ["paymentMethod": menu.paymentMethod.map { .string($0) } ?? .null,
@@ -311,42 +314,42 @@ public struct PaymentSessionMachine: Sendable {
                 }
                 return [issue(call(customize, body: .object(body)))]
             }
-            if menu.customized, !menu.shown, let view = o.operation("view-payment") {
+            if menu.customized, !menu.shown, let view = o.operation(.viewPayment) {
                 menu.shown = true
                 self.menu = menu
-                effects.append(.push(PushEvent("ShowPaymentMenu", [
+                effects.append(.push(PushEvent(.showPaymentMenu, [
                     "url": .string(view.href),
                     "restrictedToInstruments": menu.restrictTo.map { .array($0.map { .string($0) }) } ?? .null])))
             }
         }
         // 5. The chosen instrument's start-payment-attempt.
-        if let instrument, !attemptStarted, let start = o.operation("start-payment-attempt", method: instrument.paymentMethod) {
+        if let instrument, !attemptStarted, let start = o.operation(.startPaymentAttempt, method: instrument.paymentMethod) {
             attemptStarted = true
             return effects + [issue(call(start, body: Self.attemptBody(instrument)))]
         }
         // 6. An app to launch (Swish local start): tell the client once.
         for op in o.candidates {
-            for task in op.tasks where task.rel == "launch-client-app" && !launched.contains(task.href) {
+            for task in op.tasks where task.rel == OperationRel.launchClientApp.rawValue && !launched.contains(task.href) {
                 launched.insert(task.href)
-                effects.append(.push(PushEvent("LaunchClientApp", ["url": .string(Self.withCallback(task.href, o.paymentUrl))])))
+                effects.append(.push(PushEvent(.launchClientApp, ["url": .string(Self.withCallback(task.href, o.paymentUrl))])))
             }
         }
         // 7–8. create-authentication. The 3-D Secure method step needs the payer's browser; the
         // gateway cannot run it, so it reports it as not performed ("U").
-        if let create = o.operation("create-authentication"), create.expectation("NotificationUrl") != nil {
+        if let create = o.operation(.createAuthentication), create.expectation("NotificationUrl") != nil {
             let body: JSONValue = ["methodCompletionIndicator": "U",
                                    "notificationUrl": create.expectation("NotificationUrl")?.value ?? .null,
                                    "requestWindowSize": "FULLSCREEN", "client": Self.clientInfo, "browser": Self.browserInfo]
             return effects + [issue(call(create, body: body))]
         }
         // 9–10. The challenge: show it to the client, then post its answer.
-        if let complete = o.operation("complete-authentication"),
-           let redirect = complete.tasks.first(where: { $0.rel == "sca-redirect" }) {
+        if let complete = o.operation(.completeAuthentication),
+           let redirect = complete.tasks.first(where: { $0.rel == OperationRel.scaRedirect.rawValue }) {
             let creq = redirect.expects.first { $0.name == "creq" }?.value.stringValue ?? redirect.href
             if let cres {
                 self.cres = nil
                 phase = .attempting
-                return effects + [.push(PushEvent("Dismiss3DSecure")),
+                return effects + [.push(PushEvent(.dismiss3DSecure)),
                                   issue(call(complete, body: ["cRes": .string(cres), "client": Self.clientInfo]))]
             }
             if !challengesShown.contains(creq) {
@@ -354,46 +357,46 @@ public struct PaymentSessionMachine: Sendable {
                 phase = .threeDSecure
                 var form: [String: JSONValue] = [:]
                 for e in redirect.expects { form[e.name] = e.value }
-                effects.append(.push(PushEvent("Show3DSecure", ["url": .string(redirect.href), "method": .string(redirect.method),
+                effects.append(.push(PushEvent(.show3DSecure, ["url": .string(redirect.href), "method": .string(redirect.method),
                                                                 "form": .object(form)])))
             }
             return effects
         }
         // 11. redirect-payer ends the flow.
-        if let redirect = o.operation("redirect-payer") {
+        if let redirect = o.operation(.redirectPayer) {
             endAttempt()
             if redirect.href == o.completeUrl {
                 phase = .completed
-                return effects + [.push(PushEvent("PaymentSessionComplete"))]
+                return effects + [.push(PushEvent(.paymentSessionComplete))]
             }
             if redirect.href == o.cancelUrl {
                 phase = .canceled
-                return effects + [.push(PushEvent("PaymentSessionCanceled"))]
+                return effects + [.push(PushEvent(.paymentSessionCanceled))]
             }
             phase = .ended
-            lastProblem = ["type": "PaymentSessionEndReached", "detail": "the session ended at an address that is neither completeUrl nor cancelUrl"]
-            return effects + [.push(PushEvent("SdkProblemOccurred", ["problem": lastProblem!, "retryable": false]))]
+            lastProblem = ["type": .string(SdkProblemType.paymentSessionEndReached.rawValue), "detail": "the session ended at an address that is neither completeUrl nor cancelUrl"]
+            return effects + [.push(PushEvent(.sdkProblemOccurred, ["problem": lastProblem!, "retryable": false]))]
         }
         // 12. The chosen instrument's next step on its method.
         if let instrument, o.method(instrument.paymentMethod) == nil {
             endAttempt()
             phase = .awaitingInstrument
-            let problem: JSONValue = ["type": "InternalInconsistencyError",
+            let problem: JSONValue = ["type": .string(SdkProblemType.internalInconsistencyError.rawValue),
                                       "detail": .string("the session no longer offers \(instrument.paymentMethod)"), "retryable": false]
             lastProblem = problem
-            return effects + [.push(PushEvent("SdkProblemOccurred", ["problem": problem, "retryable": false]))]
+            return effects + [.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": false]))]
         }
         if let instrument {
-            for rel in ["expand-method", "start-payment-attempt"] {
+            for rel in [OperationRel.expandMethod, .startPaymentAttempt] {
                 if let op = o.operation(rel, method: instrument.paymentMethod) {
-                    if rel == "start-payment-attempt" { attemptStarted = true }
-                    return effects + [issue(call(op, body: rel == "expand-method" ? ["paymentMethod": .string(instrument.paymentMethod)]
+                    if rel == .startPaymentAttempt { attemptStarted = true }
+                    return effects + [issue(call(op, body: rel == .expandMethod ? ["paymentMethod": .string(instrument.paymentMethod)]
                                                                                     : Self.attemptBody(instrument)))]
                 }
             }
         }
         // 13. get-payment: poll it. The payment menu is watched the same way.
-        if o.operation("get-payment") != nil || menu?.shown == true {
+        if o.operation(.getPayment) != nil || menu?.shown == true {
             pollGeneration += 1
             return effects + [.schedulePoll(afterMs: pollIntervalMs, generation: pollGeneration)]
         }
@@ -403,7 +406,7 @@ public struct PaymentSessionMachine: Sendable {
         if !fetchedReported {
             fetchedReported = true
             phase = .awaitingInstrument
-            effects.append(.push(PushEvent("PaymentSessionFetched", ["availableInstruments": .array(availableInstruments)])))
+            effects.append(.push(PushEvent(.paymentSessionFetched, ["availableInstruments": .array(availableInstruments)])))
         } else if instrument == nil && menu == nil {
             phase = .awaitingInstrument
         }
@@ -414,13 +417,13 @@ public struct PaymentSessionMachine: Sendable {
     mutating func adoptRestoredAnnouncements(_ o: PaymentOutput) {
         for op in o.candidates {
             for task in op.tasks {
-                if task.rel == "launch-client-app" && restoredAnnouncements.contains("LaunchClientApp") { launched.insert(task.href) }
-                if task.rel == "sca-redirect" && restoredAnnouncements.contains("Show3DSecure") {
+                if task.rel == OperationRel.launchClientApp.rawValue && restoredAnnouncements.contains(PushType.launchClientApp.rawValue) { launched.insert(task.href) }
+                if task.rel == OperationRel.scaRedirect.rawValue && restoredAnnouncements.contains(PushType.show3DSecure.rawValue) {
                     challengesShown.insert(task.expects.first { $0.name == "creq" }?.value.stringValue ?? task.href)
                     phase = .threeDSecure
                 }
             }
-            if op.rel == "get-payment" && phase != .threeDSecure { phase = .attempting }
+            if op.rel == OperationRel.getPayment.rawValue && phase != .threeDSecure { phase = .attempting }
         }
         restoredAnnouncements = []
     }

@@ -134,11 +134,8 @@ public final class KassaMetrics: Sendable {
         }
     }
 
-    static let pushTypes: Set<String> = ["PaymentSessionFetched", "PaymentSessionComplete", "PaymentSessionCanceled", "SessionProblemOccurred",
-                                         "SdkProblemOccurred", "LaunchClientApp", "Show3DSecure", "Dismiss3DSecure", "ShowPaymentMenu"]
-
     func pushed(type: String) {
-        counter("kassa_pushes_total", [("type", Self.pushTypes.contains(type) ? type : "other")]).increment()
+        counter("kassa_pushes_total", [("type", PushType(rawValue: type) != nil ? type : "other")]).increment()
     }
 
     func pushWritten(after latency: Duration) {
@@ -170,15 +167,13 @@ public final class KassaMetrics: Sendable {
     /// Problem types are bounded: Kassa's own, the Merchant Backend's, and Swedbank Pay's; anything else is "other".
     func problem(type: String) {
         let known = type.hasPrefix(Problem.kassaPrefix) || type.hasPrefix("https://api.payex.com/psp/errordetail/")
-            || ["PaymentSessionAPIRequestFailed", "PaymentSession3DSecureLoadFailed", "AbortPaymentNotAllowed",
-                "InternalInconsistencyError", "PaymentSessionEndReached"].contains(type)
+            || SdkProblemType(rawValue: type) != nil
         counter("kassa_problems_total", [("type", known && type.count <= 120 ? type : "other")]).increment()
     }
 
-    static let operations: Set<String> = ["view-paymentsession", "prepare-payment", "expand-method", "start-payment-attempt",
-                                          "create-authentication", "complete-authentication", "get-payment", "acknowledge-failed-attempt",
-                                          "abort-payment", "customize-payment", "fail-payment-attempt", "initiate-consumer-session",
-                                          "create-paymentorder", "update-paymentorder-setinstrument", "readiness"]
+    /// Operation labels are bounded: the PaymentSession rels, the Merchant API's upstream calls, and readiness.
+    static let operations = Set(OperationRel.allCases.map(\.rawValue)).union(
+        ["initiate-consumer-session", "create-paymentorder", "update-paymentorder-setinstrument", "readiness"])
 
     static func boundedOperation(_ operation: String) -> String { operations.contains(operation) ? operation : "other" }
 

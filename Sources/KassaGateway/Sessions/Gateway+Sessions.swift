@@ -95,42 +95,14 @@ extension Gateway {
         .json(await (try authorizedSession(context)).snapshot())
     }
 
-    func sessionCommand(_ context: RequestContext, type: String) async throws -> HTTPResponse {
+    func sessionCommand(_ context: RequestContext, type: CommandType) async throws -> HTTPResponse {
         let actor = try authorizedSession(context)
-        return try await idempotent(scope: "session:\(actor.id):\(type)", context) {
+        return try await idempotent(scope: "session:\(actor.id):\(type.rawValue)", context) {
             let body = context.request.body.isEmpty ? JSONValue.object([:]) : ((try? JSONValue.parse(context.request.body)) ?? .null)
             guard case .object = body else { throw Problem.badRequest("the body must be a JSON object", parameter: "body") }
-            let command = try Self.parseCommand(type, body).get()
+            let command = try PaymentSessionMachine.Command.parse(type.rawValue, body).get()
             if let problem = await actor.command(command, source: "http") { throw problem }
             return .json(["ok": true, "session": await actor.snapshot()], status: 202)
-        }
-    }
-
-    /// A command from the wire (HTTP body or WebSocket frame).
-    static func parseCommand(_ type: String, _ body: JSONValue) -> Result<PaymentSessionMachine.Command, Problem> {
-        switch type {
-        case "attempt":
-            return Instrument.parse(body["instrument"]).map { .attempt($0) }
-        case "abort": return .success(.abort)
-        case "retry": return .success(.retry)
-        case "fallback":
-            let restrict = body["restrictToInstruments"]
-            if let restrict, restrict != .null {
-                guard let list = restrict.arrayValue?.compactMap(\.stringValue), list.count == restrict.arrayValue?.count, list.count <= 20 else {
-                    return .failure(.badRequest("restrictToInstruments must be an array of payment method names", parameter: "restrictToInstruments"))
-                }
-                return .success(.fallback(restrictTo: list))
-            }
-            return .success(.fallback(restrictTo: nil))
-        case "3ds":
-            if let failure = body["loadFailed"]?.stringValue { return .success(.threeDSecureLoadFailed(reason: failure)) }
-            guard let cres = body["cres"]?.stringValue else { return .failure(.badRequest("cres is required", parameter: "cres")) }
-            return .success(.threeDSecureResult(cres: cres))
-        case "appLaunchFailed":
-            return .success(.appLaunchFailed)
-        default:
-            return .failure(.badRequest("unknown command type \(type.prefix(40)); use attempt, abort, retry, fallback, 3ds, appLaunchFailed or ping",
-                                        parameter: "type"))
         }
     }
 

@@ -155,13 +155,13 @@ actor SessionActor {
             case .push(let event):
                 seq += 1
                 let atMs = environment.nowMs()
-                let push = SequencedPush(seq: seq, type: event.type, atMs: atMs, data: event.data, session: id, madeAt: .now)
-                let problemType = event.type.hasSuffix("ProblemOccurred") ? event.data["problem"]?["type"]?.stringValue : nil
-                environment.pushed(type: event.type, problemType: problemType)
+                let push = SequencedPush(seq: seq, type: event.type.rawValue, atMs: atMs, data: event.data, session: id, madeAt: .now)
+                let problemType = event.type.isProblem ? event.data["problem"]?["type"]?.stringValue : nil
+                environment.pushed(type: event.type.rawValue, problemType: problemType)
                 pushes.append(push)
                 environment.record(LogEvent(atMs: atMs, sessionID: id, seq: push.seq, kind: "push.sent",
-                                                       level: event.type.hasSuffix("ProblemOccurred") ? .warning : .info,
-                                                       summary: event.type, traceID: traceID, data: Redaction.redact(event.data)))
+                                                       level: event.type.isProblem ? .warning : .info,
+                                                       summary: event.type.rawValue, traceID: traceID, data: Redaction.redact(event.data)))
                 if let problemType { environment.update(.init(id: id, lastProblemType: problemType)) }
                 fresh = true
             case .call(let call):

@@ -40,7 +40,7 @@ extension SessionService {
         guard let edge, let inbox = streamInboxes.withLock({ $0[connectionID] }) else { return }
         // A ping with nothing queued before it is answered here and now: no answer can overtake another.
         if inbox.isIdle, text.utf8.count < 256, text.contains("\"ping\""), let message = try? JSONValue.parse(text, maxDepth: 4),
-           message["type"]?.stringValue == "ping" {
+           message["type"]?.stringValue == CommandType.ping.rawValue {
             edge.send(connectionID, json: Self.pong(message["id"]))
             return
         }
@@ -86,11 +86,11 @@ extension SessionService {
                 edge.send(connection, json: Self.answer(re, .badRequest("a command is an object with a type", parameter: "type")))
                 return
             }
-            if type == "ping" {
+            if type == CommandType.ping.rawValue {
                 edge.send(connection, json: Self.pong(re))
                 return
             }
-            switch Gateway.parseCommand(type, message) {
+            switch PaymentSessionMachine.Command.parse(type, message) {
             case .failure(let problem):
                 edge.send(connection, json: Self.answer(re, problem))
             case .success(let command):

@@ -85,7 +85,7 @@ public enum SupportQuery {
         public var problem: Problem { .badRequest("\(parameter) \(reason)", parameter: parameter) }
     }
 
-    static let phases = ["starting", "awaitingInstrument", "attempting", "threeDSecure", "paymentMenu", "failed", "completed", "canceled", "ended"]
+    static let phases = PaymentSessionMachine.Phase.allCases.map(\.rawValue)
 
     public static func events(_ query: [(name: String, value: String)]) throws(Invalid) -> Store.EventQuery {
         var q = Store.EventQuery()

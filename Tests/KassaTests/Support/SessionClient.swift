@@ -51,7 +51,7 @@ struct SessionClient {
     func fetched() async throws -> (Created, Stream) {
         let session = try await create()
         let stream = try await self.stream(session)
-        _ = try await stream.event("PaymentSessionFetched")
+        _ = try await stream.event(.paymentSessionFetched)
         return (session, stream)
     }
 
@@ -104,8 +104,8 @@ final class Stream: @unchecked Sendable {
         throw TestFailure("stream ended; read \(frames.map(\.text))")
     }
 
-    func event(_ type: String) async throws -> JSONValue {
-        try await read { $0["type"]?.stringValue == type }.last!
+    func event(_ type: PushType) async throws -> JSONValue {
+        try await read { $0["type"]?.stringValue == type.rawValue }.last!
     }
 
     func ack(_ id: String) async throws -> JSONValue {

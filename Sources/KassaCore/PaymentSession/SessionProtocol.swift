@@ -1,0 +1,92 @@
+/// The session stream's vocabulary, defined once: the gateway, the load client and the tests
+/// all name pushes, commands, operations and problems through these types.
+
+/// What the gateway pushes to a client: the Mobile SDK's PaymentSession callbacks, by name.
+public enum PushType: String, Sendable, CaseIterable, Codable {
+    case paymentSessionFetched = "PaymentSessionFetched"
+    case showPaymentMenu = "ShowPaymentMenu"
+    case launchClientApp = "LaunchClientApp"
+    case show3DSecure = "Show3DSecure"
+    case dismiss3DSecure = "Dismiss3DSecure"
+    case paymentSessionComplete = "PaymentSessionComplete"
+    case paymentSessionCanceled = "PaymentSessionCanceled"
+    case sessionProblemOccurred = "SessionProblemOccurred"
+    case sdkProblemOccurred = "SdkProblemOccurred"
+
+    /// After one of these the session pushes nothing more.
+    public var isTerminal: Bool { self == .paymentSessionComplete || self == .paymentSessionCanceled }
+    public var isProblem: Bool { self == .sessionProblemOccurred || self == .sdkProblemOccurred }
+}
+
+/// A client command's wire `type`, in a WebSocket frame or as the HTTP command route's name.
+public enum CommandType: String, Sendable, CaseIterable, Codable {
+    case attempt, abort, retry, fallback
+    case threeDSecure = "3ds"
+    case appLaunchFailed
+    /// Answered with a pong; never reaches the session.
+    case ping
+}
+
+/// PaymentSession operation and task rels (seed 002; the SDKs' operation and task names).
+/// Upstream may send others: `PaymentOutput` keeps rels as strings and compares with these.
+public enum OperationRel: String, Sendable, CaseIterable {
+    case viewPaymentSession = "view-paymentsession"
+    case preparePayment = "prepare-payment"
+    case abortPayment = "abort-payment"
+    case customizePayment = "customize-payment"
+    case eventLogging = "event-logging"
+    case expandMethod = "expand-method"
+    case startPaymentAttempt = "start-payment-attempt"
+    case getPayment = "get-payment"
+    case createAuthentication = "create-authentication"
+    case completeAuthentication = "complete-authentication"
+    case redirectPayer = "redirect-payer"
+    case acknowledgeFailedAttempt = "acknowledge-failed-attempt"
+    case failPaymentAttempt = "fail-payment-attempt"
+    case viewPayment = "view-payment"
+    case attemptPayload = "attempt-payload"
+    // Task rels.
+    case launchClientApp = "launch-client-app"
+    case scaRedirect = "sca-redirect"
+    case scaMethodRequest = "sca-method-request"
+    case walletSDK = "wallet-sdk"
+}
+
+/// The problems the gateway itself reports in `SdkProblemOccurred`, named as the SDKs name theirs.
+public enum SdkProblemType: String, Sendable, CaseIterable {
+    case paymentSessionAPIRequestFailed = "PaymentSessionAPIRequestFailed"
+    case paymentSession3DSecureLoadFailed = "PaymentSession3DSecureLoadFailed"
+    case paymentSessionEndReached = "PaymentSessionEndReached"
+    case abortPaymentNotAllowed = "AbortPaymentNotAllowed"
+    case internalInconsistencyError = "InternalInconsistencyError"
+}
+
+extension PaymentSessionMachine.Command {
+    /// A command from the wire (an HTTP body or a WebSocket frame); the problem names what is wrong.
+    public static func parse(_ type: String, _ body: JSONValue) -> Result<Self, Problem> {
+        switch CommandType(rawValue: type) {
+        case .attempt:
+            return Instrument.parse(body["instrument"]).map { .attempt($0) }
+        case .abort: return .success(.abort)
+        case .retry: return .success(.retry)
+        case .fallback:
+            let restrict = body["restrictToInstruments"]
+            if let restrict, restrict != .null {
+                guard let list = restrict.arrayValue?.compactMap(\.stringValue), list.count == restrict.arrayValue?.count, list.count <= 20 else {
+                    return .failure(.badRequest("restrictToInstruments must be an array of payment method names", parameter: "restrictToInstruments"))
+                }
+                return .success(.fallback(restrictTo: list))
+            }
+            return .success(.fallback(restrictTo: nil))
+        case .threeDSecure:
+            if let failure = body["loadFailed"]?.stringValue { return .success(.threeDSecureLoadFailed(reason: failure)) }
+            guard let cres = body["cres"]?.stringValue else { return .failure(.badRequest("cres is required", parameter: "cres")) }
+            return .success(.threeDSecureResult(cres: cres))
+        case .appLaunchFailed:
+            return .success(.appLaunchFailed)
+        case .ping, nil:
+            let names = CommandType.allCases.map(\.rawValue).joined(separator: ", ")
+            return .failure(.badRequest("unknown command type \(type.prefix(40)); use one of \(names)", parameter: "type"))
+        }
+    }
+}
