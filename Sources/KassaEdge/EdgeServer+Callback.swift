@@ -24,23 +24,19 @@ final class EdgeConnection {
     var upgrade: WebSocketUpgrade?
     var message: [UInt8] = []
     var messageOverflow = false
-    var outbound: [(frame: [UInt8], stamp: ContinuousClock.Instant?)] = []
-    var outboundHead = 0
-    var outboundBytes = 0
-    var pendingClose: (code: UInt16, reason: String)?
+    var outbox: OutboundQueue
+    var heartbeat: Heartbeat
     var closeCode: UInt16?
-    /// Heartbeat: when the peer was last heard from (any frame or pong), and whether a ping is due.
-    var lastHeardMs: Int64 = 0
-    var pingSentMs: Int64 = 0
-    var pingDue = false
 
     /// An open WebSocket with no frame, ping or close waiting for a writeable callback.
-    var hasNothingToWrite: Bool { kind == .webSocket && pendingClose == nil && outboundHead == outbound.count && !pingDue }
+    var hasNothingToWrite: Bool { kind == .webSocket && outbox.isIdle }
 
-    init(id: UInt64, wsi: OpaquePointer, kind: Kind) {
+    init(id: UInt64, wsi: OpaquePointer, kind: Kind, outbox: OutboundQueue, heartbeat: Heartbeat) {
         self.id = id
         self.wsi = wsi
         self.kind = kind
+        self.outbox = outbox
+        self.heartbeat = heartbeat
     }
 }
 
@@ -147,7 +143,7 @@ extension EdgeServer {
         case LWS_CALLBACK_ESTABLISHED:
             guard let conn = connection(user), let upgrade = conn.upgrade else { return -1 }
             openWebSocketCount.add(1, ordering: .relaxed)
-            conn.lastHeardMs = Self.monotonicMs()
+            conn.heartbeat.heard(atMs: Self.monotonicMs())
             // The upgrade's headers are not needed once the handler has seen them.
             conn.upgrade = nil
             handler.webSocketOpened(upgrade)
@@ -155,11 +151,11 @@ extension EdgeServer {
 
         case LWS_CALLBACK_RECEIVE:
             guard let conn = connection(user) else { return -1 }
-            conn.lastHeardMs = Self.monotonicMs()
+            conn.heartbeat.heard(atMs: Self.monotonicMs())
             return webSocketReceive(conn, input: input, len: len)
 
         case LWS_CALLBACK_RECEIVE_PONG:
-            connection(user)?.lastHeardMs = Self.monotonicMs()
+            connection(user)?.heartbeat.heard(atMs: Self.monotonicMs())
             return 0
 
         case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -177,7 +173,7 @@ extension EdgeServer {
             if let conn = connection(user), conn.kind == .webSocket {
                 openWebSocketCount.subtract(1, ordering: .relaxed)
                 forget(user!)
-                handler.webSocketClosed(conn.id, code: conn.closeCode ?? conn.pendingClose?.code)
+                handler.webSocketClosed(conn.id, code: conn.closeCode ?? conn.outbox.pendingClose?.code)
                 finishShutdownIfIdle()
             }
             return 0
@@ -203,7 +199,9 @@ extension EdgeServer {
         let id = confined.nextID
         confined.nextID += 1
         user.storeBytes(of: id, as: UInt64.self)
-        let conn = EdgeConnection(id: id, wsi: wsi, kind: kind)
+        let conn = EdgeConnection(id: id, wsi: wsi, kind: kind, outbox: OutboundQueue(maxBytes: configuration.maxOutboundBytes),
+                                  heartbeat: Heartbeat(pingAfterSeconds: configuration.pingIntervalSeconds,
+                                                       hangUpAfterSeconds: configuration.idleTimeoutSeconds))
         confined.connections[id] = conn
         trackedConnectionCount.add(1, ordering: .relaxed)
         return conn
@@ -382,76 +380,53 @@ extension EdgeServer {
         conn.closeCode = code
     }
 
+    /// Carries out the queue's next step (see `OutboundQueue.nextStep`).
     private func webSocketWriteable(_ conn: EdgeConnection) -> Int32 {
-        if conn.pingDue {
-            conn.pingDue = false
+        switch conn.outbox.nextStep() {
+        case .ping:
             // With a payload: libwebsockets reports only pongs that carry one.
             var ping = [UInt8](repeating: 0, count: kassa_lws_pre) + Array("kassa".utf8)
             let n = ping.withUnsafeMutableBufferPointer {
                 lws_write(conn.wsi, $0.baseAddress! + kassa_lws_pre, $0.count - kassa_lws_pre, LWS_WRITE_PING)
             }
             if n < 0 { return -1 }
-            if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
+            if conn.outbox.wantsWriteable { lws_callback_on_writable(conn.wsi) }
+            return 0
+        case .frames:
+            return writeFrames(conn)
+        case .close(let code, let reason):
+            closeNow(conn, code: code, reason: reason)
+            return -1
+        case .nothing:
             return 0
         }
-        if conn.outboundHead < conn.outbound.count { return writeFrames(conn) }
-        if let close = conn.pendingClose {
-            closeNow(conn, code: close.code, reason: close.reason)
-            return -1
-        }
-        return 0
     }
 
     /// Writes the queued frames (several in one write when more than one waits); asks for
-    /// another writeable callback when some remain or a close is pending.
+    /// another writeable callback when something still waits.
     private func writeFrames(_ conn: EdgeConnection) -> Int32 {
-        if conn.outbound.count - conn.outboundHead > 1 {
-            if writeCoalesced(conn) < 0 { return -1 }
+        let pre = kassa_lws_pre
+        if conn.outbox.frameCount > 1 {
+            // Several queued messages leave in one write (see `WebSocketFraming`).
+            let items = conn.outbox.takeBatch(byteLimit: WebSocketFraming.batchLimit)
+            var batch = [UInt8](repeating: 0, count: pre)
+            batch.reserveCapacity(pre + items.reduce(0) { $0 + $1.frame.count - pre + 10 })
+            for item in items { WebSocketFraming.appendText(item.frame[pre...], to: &batch) }
+            let n = batch.withUnsafeMutableBufferPointer { buf in
+                lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, kassa_lws_write_raw)
+            }
+            if n < 0 { return -1 }
+            let now = ContinuousClock.now
+            for case let stamp? in items.map(\.stamp) { handler.frameWritten(after: stamp.duration(to: now)) }
         } else {
-            var (frame, stamp) = takeOutbound(conn)
-            let pre = kassa_lws_pre
+            var (frame, stamp) = conn.outbox.takeFirst()
             let n = frame.withUnsafeMutableBufferPointer { buf in
                 lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, LWS_WRITE_TEXT)
             }
             if n < 0 { return -1 }
             if let stamp { handler.frameWritten(after: stamp.duration(to: .now)) }
         }
-        if conn.outboundHead < conn.outbound.count || conn.pendingClose != nil {
-            lws_callback_on_writable(conn.wsi)
-        }
-        return 0
-    }
-
-    /// The next queued frame; the queue's storage is reset (capacity kept) once it is empty.
-    private func takeOutbound(_ conn: EdgeConnection) -> (frame: [UInt8], stamp: ContinuousClock.Instant?) {
-        let next = conn.outbound[conn.outboundHead]
-        conn.outbound[conn.outboundHead] = ([], nil)
-        conn.outboundHead += 1
-        conn.outboundBytes -= next.frame.count
-        if conn.outboundHead == conn.outbound.count {
-            conn.outbound.removeAll(keepingCapacity: true)
-            conn.outboundHead = 0
-        }
-        return next
-    }
-
-    /// Several queued messages leave in one write (see `WebSocketFraming`).
-    private func writeCoalesced(_ conn: EdgeConnection) -> Int32 {
-        let pre = kassa_lws_pre
-        var batch = [UInt8](repeating: 0, count: pre)
-        batch.reserveCapacity(pre + min(conn.outboundBytes + 10 * (conn.outbound.count - conn.outboundHead), WebSocketFraming.batchLimit))
-        var stamps: [ContinuousClock.Instant] = []
-        while conn.outboundHead < conn.outbound.count, batch.count - pre < WebSocketFraming.batchLimit {
-            let (frame, stamp) = takeOutbound(conn)
-            WebSocketFraming.appendText(frame[pre...], to: &batch)
-            if let stamp { stamps.append(stamp) }
-        }
-        let n = batch.withUnsafeMutableBufferPointer { buf in
-            lws_write(conn.wsi, buf.baseAddress! + pre, buf.count - pre, kassa_lws_write_raw)
-        }
-        if n < 0 { return -1 }
-        let now = ContinuousClock.now
-        for stamp in stamps { handler.frameWritten(after: stamp.duration(to: now)) }
+        if conn.outbox.wantsWriteable { lws_callback_on_writable(conn.wsi) }
         return 0
     }
 
@@ -476,17 +451,15 @@ extension EdgeServer {
             confined.unfinishedRequests[wsi] = nil
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
-        let pingAfter = Int64(configuration.pingIntervalSeconds) * 1000
-        let hangUpAfter = Int64(configuration.idleTimeoutSeconds) * 1000
-        for conn in confined.connections.values where conn.kind == .webSocket && conn.lastHeardMs > 0 {
-            let silent = now - conn.lastHeardMs
-            if hangUpAfter > 0, silent >= hangUpAfter {
-                conn.lastHeardMs = 0
+        for conn in confined.connections.values where conn.kind == .webSocket {
+            switch conn.heartbeat.check(nowMs: now) {
+            case .hangUp:
                 lws_set_timeout(conn.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-            } else if pingAfter > 0, silent >= pingAfter, now - conn.pingSentMs >= pingAfter {
-                conn.pingSentMs = now
-                conn.pingDue = true
+            case .ping:
+                conn.outbox.pingDue = true
                 lws_callback_on_writable(conn.wsi)
+            case .wait:
+                break
             }
         }
     }
@@ -508,7 +481,7 @@ extension EdgeServer {
             }
         }
         for conn in writeNow.values {
-            guard conn.pendingClose == nil, conn.outboundHead < conn.outbound.count, lws_partial_buffered(conn.wsi) == 0 else {
+            guard conn.outbox.pendingClose == nil, conn.outbox.frameCount > 0, lws_partial_buffered(conn.wsi) == 0 else {
                 lws_callback_on_writable(conn.wsi)
                 continue
             }
@@ -529,25 +502,19 @@ extension EdgeServer {
             }
             finishShutdownIfIdle()
         case .send(let id, let frame, let stamp):
-            guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { return }
-            if conn.outboundBytes + frame.count > configuration.maxOutboundBytes {
-                conn.outbound.removeAll()
-                conn.outboundHead = 0
-                conn.outboundBytes = 0
-                conn.pendingClose = (WebSocketCloseCode.slowConsumer, "slow consumer: resume with since")
-            } else {
-                conn.outbound.append((frame, stamp))
-                conn.outboundBytes += frame.count
+            guard let conn = confined.connections[id], conn.kind == .webSocket else { return }
+            switch conn.outbox.enqueue(frame, stamp: stamp) {
+            case .queued: if armWriteable { lws_callback_on_writable(conn.wsi) }
+            case .slowConsumer: lws_callback_on_writable(conn.wsi)
+            case .closing: break
             }
-            if armWriteable || conn.pendingClose != nil { lws_callback_on_writable(conn.wsi) }
         case .close(let id, let code, let reason):
-            guard let conn = confined.connections[id], conn.kind == .webSocket, conn.pendingClose == nil else { return }
-            conn.pendingClose = (code, reason)
+            guard let conn = confined.connections[id], conn.kind == .webSocket, conn.outbox.close(code: code, reason: reason) else { return }
             lws_callback_on_writable(conn.wsi)
         case .shutdown:
             confined.draining = true
-            for conn in confined.connections.values where conn.kind == .webSocket && conn.pendingClose == nil {
-                conn.pendingClose = (WebSocketCloseCode.goingAway, "server shutting down")
+            for conn in confined.connections.values where conn.kind == .webSocket {
+                guard conn.outbox.close(code: WebSocketCloseCode.goingAway, reason: "server shutting down") else { continue }
                 lws_callback_on_writable(conn.wsi)
             }
             finishShutdownIfIdle()
