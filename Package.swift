@@ -71,12 +71,13 @@ let package = Package(
         ]),
         // The pure modules alone: no server, no socket, no database; fast.
         .testTarget(name: "KassaUnitTests", dependencies: ["KassaCore", "KassaEdge"]),
-        // End to end: real servers on loopback, real curl, real SQLite files, Chromium.
+        // End to end: real servers on loopback, real curl, real SQLite files, Chromium. The helpers
+        // (a scoped test node, raw sockets, child processes, the session client) are in Tests/Support.
         .testTarget(name: "KassaTests", dependencies: [
             "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad", "kassa",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        ]),
+        ], path: "Tests", sources: ["KassaTests", "Support"]),
     ]
 )

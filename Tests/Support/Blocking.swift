@@ -49,6 +49,6 @@ func runCommand(_ arguments: [String], input: String? = nil, environment extra: 
 
 /// A file under Tests/.
 func testsPath(_ relative: String) -> String {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent(relative).path
 }
