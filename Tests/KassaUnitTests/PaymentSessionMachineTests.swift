@@ -207,6 +207,22 @@ struct PaymentSessionMachineTests {
         #expect(m.phase == .paymentMenu)
     }
 
+    @Test("a call that fails in the payment menu: retry takes the menu up where it was, not a fresh start")
+    func failedInMenu() throws {
+        var m = fetched()
+        _ = try m.command(.fallback(restrictTo: nil)).get()
+        _ = m.received(Self.output([Self.op("abort-payment"), Self.op("view-payment", "GET")], methods: ["Vipps": []]), for: lastCall(m))
+        _ = m.pollDue(1)
+        _ = m.failed(lastCall(m), reason: "upstream timed out")
+        #expect(m.phase == .failed)
+        _ = try m.command(.retry).get()
+        #expect(m.phase == .paymentMenu, "the menu is still open")
+        let again = m.received(Self.output([Self.op("abort-payment"), Self.op("view-payment", "GET")], methods: ["Vipps": []]), for: lastCall(m))
+        #expect(pushes(again).isEmpty, "the menu is not shown twice")
+        guard case .schedulePoll? = again.last else { Issue.record("the menu is still watched"); return }
+        #expect(throws: Problem.self) { try m.command(.attempt(.applePay)).get() }
+    }
+
     @Test("new card goes through the payment menu; an instrument the session lacks is refused")
     func newCardAndUnavailable() throws {
         var m = fetched()

@@ -64,6 +64,44 @@ public struct PaymentSessionMachine: Sendable {
         case appLaunchFailed
     }
 
+    /// What the session is doing, with the data that belongs to it (the phase is its name).
+    indirect enum State: Sendable, Equatable {
+        case starting
+        case awaitingInstrument
+        case attempting(Attempt)
+        case paymentMenu(MenuRequest)
+        /// A call failed after its retries; `retry` takes up the interrupted state again.
+        case failed(Failure)
+        case completed, canceled, ended
+
+        var phase: Phase {
+            switch self {
+            case .starting: return .starting
+            case .awaitingInstrument: return .awaitingInstrument
+            case .attempting(let attempt): return attempt.challengeOpen ? .threeDSecure : .attempting
+            case .paymentMenu: return .paymentMenu
+            case .failed: return .failed
+            case .completed: return .completed
+            case .canceled: return .canceled
+            case .ended: return .ended
+            }
+        }
+    }
+
+    /// One payment attempt with the instrument the client chose.
+    struct Attempt: Sendable, Equatable {
+        /// Nil for an attempt taken up after a restart, whose instrument only upstream knows.
+        var instrument: Instrument?
+        var started = false
+        /// A 3-D Secure challenge is shown to the client.
+        var challengeOpen = false
+        /// The challenge's answer, to post with complete-authentication.
+        var cres: String?
+        /// The client could not open the app: fail-payment-attempt is due.
+        var appLaunchFailed = false
+    }
+
+    /// The payment menu: a fallback, or a new card entered there.
     struct MenuRequest: Sendable, Equatable {
         var paymentMethod: String?
         var restrictTo: [String]?
@@ -72,8 +110,25 @@ public struct PaymentSessionMachine: Sendable {
         var shown = false
     }
 
+    struct Failure: Sendable, Equatable {
+        /// The call that failed; repeated by `retry` only when it is a read.
+        var call: SessionCall?
+        /// A 3-D Secure challenge that could not load: `retry` shows it again.
+        var retryShowsChallenge = false
+        var interrupted: State
+    }
+
+    /// What the client has been told, over the whole session, so that nothing is announced twice.
+    struct Announced: Sendable, Equatable {
+        var launches: Set<String> = []
+        var challenges: Set<String> = []
+        var acknowledgedFailures: Set<String> = []
+        var instruments = false
+    }
+
     public let sessionURL: String
-    public private(set) var phase: Phase = .starting
+    private(set) var state: State = .starting
+    public var phase: Phase { state.phase }
     public private(set) var output: PaymentOutput?
     /// The instruments offered, as pushed in PaymentSessionFetched: kept as JSON text (a session
     /// waiting for its payer holds this for minutes; the parsed tree is several times larger).
@@ -88,20 +143,11 @@ public struct PaymentSessionMachine: Sendable {
     /// Milliseconds between get-payment polls (the SDKs use 2 s).
     public var pollIntervalMs: Int
 
-    var instrument: Instrument?
-    var attemptStarted = false
+    var announced = Announced()
+    /// The client asked to abort; done before anything else once no call is in flight.
     var abortRequested = false
-    var menu: MenuRequest?
-    var cres: String?
-    var launched: Set<String> = []
-    var acknowledged: Set<String> = []
-    var challengesShown: Set<String> = []
-    var fetchedReported = false
-    var failedCall: SessionCall?
-    /// What `retry` does after a 3-D Secure load failure: show the challenge again.
-    var retryShowsChallenge = false
-    var appLaunchFailed = false
     var pollGeneration = 0
+    /// After a restart: the push types of the attempt the client was in (see `init(restoring:)`).
     var restoredAnnouncements: Set<String> = []
 
     public init(sessionURL: String, pollIntervalMs: Int = 2_000) {
@@ -115,8 +161,13 @@ public struct PaymentSessionMachine: Sendable {
     /// (the instruments, an app to launch, an open 3-D Secure challenge).
     public init(restoring sessionURL: String, phase: Phase, history: [String], pollIntervalMs: Int = 2_000) {
         self.init(sessionURL: sessionURL, pollIntervalMs: pollIntervalMs)
-        self.phase = phase.isTerminal ? phase : .starting
-        fetchedReported = history.contains(PushType.paymentSessionFetched.rawValue)
+        switch phase {
+        case .completed: state = .completed
+        case .canceled: state = .canceled
+        case .ended: state = .ended
+        default: state = .starting
+        }
+        announced.instruments = history.contains(PushType.paymentSessionFetched.rawValue)
         // What the current attempt announced: everything after its last end.
         let current = history.reversed().prefix { $0 != PushType.sessionProblemOccurred.rawValue && $0 != PushType.paymentSessionFetched.rawValue && $0 != PushType.dismiss3DSecure.rawValue }
         restoredAnnouncements = Set(current)
@@ -125,7 +176,7 @@ public struct PaymentSessionMachine: Sendable {
     // MARK: Inputs
 
     public mutating func start() -> [Effect] {
-        phase = .starting
+        state = .starting
         return [issue(viewSession)]
     }
 
@@ -135,7 +186,11 @@ public struct PaymentSessionMachine: Sendable {
         latestInstruments = AvailableInstruments.from(output)
         // The prefills (saved cards, numbers) only feed the instrument list: not kept twice.
         self.output = output.withoutPrefills
-        if phase == .starting || phase == .failed { phase = instrument == nil ? .awaitingInstrument : .attempting }
+        switch state {
+        case .starting: state = .awaitingInstrument
+        case .failed(let failure): state = failure.interrupted
+        default: break
+        }
         return decide()
     }
 
@@ -154,16 +209,14 @@ public struct PaymentSessionMachine: Sendable {
     public mutating func rejected(_ call: SessionCall, problem: JSONValue) -> [Effect] {
         callInFlight = nil
         lastProblem = problem
-        endAttempt()
-        if !phase.isTerminal { phase = .awaitingInstrument }
+        if !phase.isTerminal { state = .awaitingInstrument }
         return [.push(PushEvent(.sessionProblemOccurred, ["problem": problem, "operation": .string(call.rel)]))]
     }
 
     /// The call failed after its retries (network, 5xx, garbage): the client may `retry`.
     public mutating func failed(_ call: SessionCall, reason: String) -> [Effect] {
         callInFlight = nil
-        failedCall = call
-        phase = .failed
+        state = .failed(Failure(call: call, interrupted: Self.resumable(state)))
         let problem: JSONValue = ["type": .string(SdkProblemType.paymentSessionAPIRequestFailed.rawValue), "detail": .string(reason),
                                   "operation": .string(call.rel), "retryable": true]
         lastProblem = problem
@@ -186,8 +239,8 @@ public struct PaymentSessionMachine: Sendable {
         switch command {
         case .attempt(let instrument):
             // A restored session may take the attempt while it re-reads the session upstream.
-            let resuming = phase == .starting && fetchedReported
-            guard phase == .awaitingInstrument || resuming, self.instrument == nil, menu == nil else {
+            let resuming = state == .starting && announced.instruments
+            guard state == .awaitingInstrument || resuming else {
                 return .failure(Self.notAllowed("an attempt can start only when the session awaits an instrument (now \(phase.rawValue))"))
             }
             guard resuming || output?.method(instrument.paymentMethod) != nil else {
@@ -196,12 +249,9 @@ public struct PaymentSessionMachine: Sendable {
             }
             lastProblem = nil
             if case .newCreditCard(let consent) = instrument {
-                menu = MenuRequest(paymentMethod: "CreditCard", restrictTo: ["CreditCard"], newCard: consent)
-                phase = .paymentMenu
+                state = .paymentMenu(MenuRequest(paymentMethod: "CreditCard", restrictTo: ["CreditCard"], newCard: consent))
             } else {
-                self.instrument = instrument
-                attemptStarted = false
-                phase = .attempting
+                state = .attempting(Attempt(instrument: instrument))
             }
             return .success(callInFlight == nil ? decide() : [])
         case .abort:
@@ -211,44 +261,46 @@ public struct PaymentSessionMachine: Sendable {
             abortRequested = true
             return .success(callInFlight == nil ? decide() : [])
         case .retry:
-            guard phase == .failed else { return .failure(Self.notAllowed("there is nothing to retry (now \(phase.rawValue))")) }
+            guard case .failed(let failure) = state else {
+                return .failure(Self.notAllowed("there is nothing to retry (now \(phase.rawValue))"))
+            }
             lastProblem = nil
-            if retryShowsChallenge {
-                retryShowsChallenge = false
-                challengesShown.removeAll()
-                phase = .attempting
+            if failure.retryShowsChallenge, case .attempting(var attempt) = failure.interrupted {
+                announced.challenges.removeAll()
+                attempt.challengeOpen = false
+                state = .attempting(attempt)
                 return .success(decide())
             }
-            phase = instrument == nil ? .starting : .attempting
-            let call = failedCall.flatMap { $0.isIdempotent ? $0 : nil }
-                ?? viewSession
-            failedCall = nil
+            state = failure.interrupted
+            let call = failure.call.flatMap { $0.isIdempotent ? $0 : nil } ?? viewSession
             return .success([issue(call)])
         case .fallback(let restrictTo):
-            guard phase == .awaitingInstrument, instrument == nil, menu == nil else {
+            guard state == .awaitingInstrument else {
                 return .failure(Self.notAllowed("the payment menu can open only when the session awaits an instrument (now \(phase.rawValue))"))
             }
-            menu = MenuRequest(paymentMethod: nil, restrictTo: restrictTo?.isEmpty == true ? nil : restrictTo)
-            phase = .paymentMenu
+            state = .paymentMenu(MenuRequest(paymentMethod: nil, restrictTo: restrictTo?.isEmpty == true ? nil : restrictTo))
             return .success(callInFlight == nil ? decide() : [])
         case .threeDSecureResult(let cres):
-            let resuming = phase == .starting && restoredAnnouncements.contains(PushType.show3DSecure.rawValue)
+            let resuming = state == .starting && restoredAnnouncements.contains(PushType.show3DSecure.rawValue)
             guard phase == .threeDSecure || resuming else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
             guard !cres.isEmpty, cres.count <= 10_000 else { return .failure(.badRequest("cres must be the challenge's answer", parameter: "cres")) }
-            self.cres = cres
+            var attempt = currentAttempt ?? Attempt(challengeOpen: true)
+            attempt.cres = cres
+            state = .attempting(attempt)
             return .success(callInFlight == nil ? decide() : [])
         case .threeDSecureLoadFailed(let reason):
             guard phase == .threeDSecure else { return .failure(Self.notAllowed("no 3-D Secure challenge is open")) }
-            phase = .failed
-            retryShowsChallenge = true
+            state = .failed(Failure(call: nil, retryShowsChallenge: true, interrupted: state))
             let problem: JSONValue = ["type": .string(SdkProblemType.paymentSession3DSecureLoadFailed.rawValue), "detail": .string(String(reason.prefix(500))), "retryable": true]
             lastProblem = problem
             return .success([.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": true]))])
         case .appLaunchFailed:
-            guard phase == .attempting, !launched.isEmpty, output?.operation(.failPaymentAttempt) != nil else {
+            guard phase == .attempting, var attempt = currentAttempt, !announced.launches.isEmpty,
+                  output?.operation(.failPaymentAttempt) != nil else {
                 return .failure(Self.notAllowed("no app launch is pending"))
             }
-            appLaunchFailed = true
+            attempt.appLaunchFailed = true
+            state = .attempting(attempt)
             return .success(callInFlight == nil ? decide() : [])
         }
     }
@@ -267,11 +319,23 @@ public struct PaymentSessionMachine: Sendable {
         return .call(call)
     }
 
-    mutating func endAttempt() {
-        instrument = nil
-        attemptStarted = false
-        menu = nil
-        cres = nil
+    var currentAttempt: Attempt? {
+        if case .attempting(let attempt) = state { return attempt }
+        return nil
+    }
+
+    var menuShown: Bool {
+        if case .paymentMenu(let menu) = state { return menu.shown }
+        return false
+    }
+
+    /// What `retry` goes back to: an attempt or the payment menu as they were; otherwise a fresh start.
+    static func resumable(_ state: State) -> State {
+        switch state {
+        case .attempting, .paymentMenu: return state
+        case .failed(let failure): return failure.interrupted
+        default: return .starting
+        }
     }
 
     mutating func decide() -> [Effect] {
@@ -285,16 +349,16 @@ public struct PaymentSessionMachine: Sendable {
             return [issue(call(abort))]
         }
         // The app could not be launched: tell upstream, which answers with the attempt's problem.
-        if appLaunchFailed, let fail = o.operation(.failPaymentAttempt) {
-            appLaunchFailed = false
+        if var attempt = currentAttempt, attempt.appLaunchFailed, let fail = o.operation(.failPaymentAttempt) {
+            attempt.appLaunchFailed = false
+            state = .attempting(attempt)
             return [issue(call(fail, body: ["problemType": "ClientAppLaunchFailed", "errorCode": .null]))]
         }
         // 1. A failed attempt: report it once, then acknowledge it.
-        if let problem = o.problem, let ack = problem.operation, ack.rel == OperationRel.acknowledgeFailedAttempt.rawValue, !acknowledged.contains(ack.href) {
-            acknowledged.insert(ack.href)
+        if let problem = o.problem, let ack = problem.operation, ack.rel == OperationRel.acknowledgeFailedAttempt.rawValue, !announced.acknowledgedFailures.contains(ack.href) {
+            announced.acknowledgedFailures.insert(ack.href)
             lastProblem = problem.json
-            endAttempt()
-            phase = .awaitingInstrument
+            state = .awaitingInstrument
             return [.push(PushEvent(.sessionProblemOccurred, ["problem": problem.json])), issue(call(ack))]
         }
         // 2. prepare-payment.
@@ -302,10 +366,10 @@ public struct PaymentSessionMachine: Sendable {
             return [issue(call(prepare, body: Self.prepareBody))]
         }
         // 4. The payment menu (fallback, or a new card): customize, then show view-payment.
-        if var menu {
+        if case .paymentMenu(var menu) = state {
             if !menu.customized, let customize = o.operation(.customizePayment) {
                 menu.customized = true
-                self.menu = menu
+                state = .paymentMenu(menu)
                 var body: [String: JSONValue] = ["paymentMethod": menu.paymentMethod.map { .string($0) } ?? .null,
                                                  "restrictToPaymentMethods": menu.restrictTo.map { .array($0.map { .string($0) }) } ?? .null]
                 if let consent = menu.newCard {
@@ -316,21 +380,23 @@ public struct PaymentSessionMachine: Sendable {
             }
             if menu.customized, !menu.shown, let view = o.operation(.viewPayment) {
                 menu.shown = true
-                self.menu = menu
+                state = .paymentMenu(menu)
                 effects.append(.push(PushEvent(.showPaymentMenu, [
                     "url": .string(view.href),
                     "restrictedToInstruments": menu.restrictTo.map { .array($0.map { .string($0) }) } ?? .null])))
             }
         }
         // 5. The chosen instrument's start-payment-attempt.
-        if let instrument, !attemptStarted, let start = o.operation(.startPaymentAttempt, method: instrument.paymentMethod) {
-            attemptStarted = true
+        if var attempt = currentAttempt, let instrument = attempt.instrument, !attempt.started,
+           let start = o.operation(.startPaymentAttempt, method: instrument.paymentMethod) {
+            attempt.started = true
+            state = .attempting(attempt)
             return effects + [issue(call(start, body: Self.attemptBody(instrument)))]
         }
         // 6. An app to launch (Swish local start): tell the client once.
         for op in o.candidates {
-            for task in op.tasks where task.rel == OperationRel.launchClientApp.rawValue && !launched.contains(task.href) {
-                launched.insert(task.href)
+            for task in op.tasks where task.rel == OperationRel.launchClientApp.rawValue && !announced.launches.contains(task.href) {
+                announced.launches.insert(task.href)
                 effects.append(.push(PushEvent(.launchClientApp, ["url": .string(Self.withCallback(task.href, o.paymentUrl))])))
             }
         }
@@ -346,15 +412,18 @@ public struct PaymentSessionMachine: Sendable {
         if let complete = o.operation(.completeAuthentication),
            let redirect = complete.tasks.first(where: { $0.rel == OperationRel.scaRedirect.rawValue }) {
             let creq = redirect.expects.first { $0.name == "creq" }?.value.stringValue ?? redirect.href
-            if let cres {
-                self.cres = nil
-                phase = .attempting
+            if var attempt = currentAttempt, let cres = attempt.cres {
+                attempt.cres = nil
+                attempt.challengeOpen = false
+                state = .attempting(attempt)
                 return effects + [.push(PushEvent(.dismiss3DSecure)),
                                   issue(call(complete, body: ["cRes": .string(cres), "client": Self.clientInfo]))]
             }
-            if !challengesShown.contains(creq) {
-                challengesShown.insert(creq)
-                phase = .threeDSecure
+            if !announced.challenges.contains(creq) {
+                announced.challenges.insert(creq)
+                var attempt = currentAttempt ?? Attempt()
+                attempt.challengeOpen = true
+                state = .attempting(attempt)
                 var form: [String: JSONValue] = [:]
                 for e in redirect.expects { form[e.name] = e.value }
                 effects.append(.push(PushEvent(.show3DSecure, ["url": .string(redirect.href), "method": .string(redirect.method),
@@ -364,51 +433,52 @@ public struct PaymentSessionMachine: Sendable {
         }
         // 11. redirect-payer ends the flow.
         if let redirect = o.operation(.redirectPayer) {
-            endAttempt()
             if redirect.href == o.completeUrl {
-                phase = .completed
+                state = .completed
                 return effects + [.push(PushEvent(.paymentSessionComplete))]
             }
             if redirect.href == o.cancelUrl {
-                phase = .canceled
+                state = .canceled
                 return effects + [.push(PushEvent(.paymentSessionCanceled))]
             }
-            phase = .ended
+            state = .ended
             lastProblem = ["type": .string(SdkProblemType.paymentSessionEndReached.rawValue), "detail": "the session ended at an address that is neither completeUrl nor cancelUrl"]
             return effects + [.push(PushEvent(.sdkProblemOccurred, ["problem": lastProblem!, "retryable": false]))]
         }
         // 12. The chosen instrument's next step on its method.
-        if let instrument, o.method(instrument.paymentMethod) == nil {
-            endAttempt()
-            phase = .awaitingInstrument
+        if let instrument = currentAttempt?.instrument, o.method(instrument.paymentMethod) == nil {
+            state = .awaitingInstrument
             let problem: JSONValue = ["type": .string(SdkProblemType.internalInconsistencyError.rawValue),
                                       "detail": .string("the session no longer offers \(instrument.paymentMethod)"), "retryable": false]
             lastProblem = problem
             return effects + [.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": false]))]
         }
-        if let instrument {
+        if var attempt = currentAttempt, let instrument = attempt.instrument {
             for rel in [OperationRel.expandMethod, .startPaymentAttempt] {
                 if let op = o.operation(rel, method: instrument.paymentMethod) {
-                    if rel == .startPaymentAttempt { attemptStarted = true }
+                    if rel == .startPaymentAttempt {
+                        attempt.started = true
+                        state = .attempting(attempt)
+                    }
                     return effects + [issue(call(op, body: rel == .expandMethod ? ["paymentMethod": .string(instrument.paymentMethod)]
                                                                                     : Self.attemptBody(instrument)))]
                 }
             }
         }
         // 13. get-payment: poll it. The payment menu is watched the same way.
-        if o.operation(.getPayment) != nil || menu?.shown == true {
+        if o.operation(.getPayment) != nil || menuShown {
             pollGeneration += 1
             return effects + [.schedulePoll(afterMs: pollIntervalMs, generation: pollGeneration)]
         }
         // 14. Nothing left to do but let the payer choose.
         availableInstrumentsText = JSONValue.array(latestInstruments).bytes
         latestInstruments = []
-        if !fetchedReported {
-            fetchedReported = true
-            phase = .awaitingInstrument
+        if !announced.instruments {
+            announced.instruments = true
+            state = .awaitingInstrument
             effects.append(.push(PushEvent(.paymentSessionFetched, ["availableInstruments": .array(availableInstruments)])))
-        } else if instrument == nil && menu == nil {
-            phase = .awaitingInstrument
+        } else if case .attempting(let attempt) = state, attempt.instrument == nil {
+            state = .awaitingInstrument
         }
         return effects
     }
@@ -417,13 +487,17 @@ public struct PaymentSessionMachine: Sendable {
     mutating func adoptRestoredAnnouncements(_ o: PaymentOutput) {
         for op in o.candidates {
             for task in op.tasks {
-                if task.rel == OperationRel.launchClientApp.rawValue && restoredAnnouncements.contains(PushType.launchClientApp.rawValue) { launched.insert(task.href) }
+                if task.rel == OperationRel.launchClientApp.rawValue && restoredAnnouncements.contains(PushType.launchClientApp.rawValue) {
+                    announced.launches.insert(task.href)
+                }
                 if task.rel == OperationRel.scaRedirect.rawValue && restoredAnnouncements.contains(PushType.show3DSecure.rawValue) {
-                    challengesShown.insert(task.expects.first { $0.name == "creq" }?.value.stringValue ?? task.href)
-                    phase = .threeDSecure
+                    announced.challenges.insert(task.expects.first { $0.name == "creq" }?.value.stringValue ?? task.href)
+                    var attempt = currentAttempt ?? Attempt()
+                    attempt.challengeOpen = true
+                    state = .attempting(attempt)
                 }
             }
-            if op.rel == OperationRel.getPayment.rawValue && phase != .threeDSecure { phase = .attempting }
+            if op.rel == OperationRel.getPayment.rawValue && phase != .threeDSecure { state = .attempting(currentAttempt ?? Attempt()) }
         }
         restoredAnnouncements = []
     }
