@@ -13,14 +13,20 @@ final class TestEdgeHandler: EdgeHandler {
     private let serverReference = Mutex<EdgeServer?>(nil)
     let slowStarted: AsyncStream<Void>
     private let slowStartedContinuation: AsyncStream<Void>.Continuation
+    /// `/held` answers only once the test calls `releaseHeld()`.
+    private let heldRelease: AsyncStream<Void>
+    private let heldReleaseContinuation: AsyncStream<Void>.Continuation
     let closes = Mutex<[UInt64: UInt16?]>([:])
     let closed: AsyncStream<UInt64>
     private let closedContinuation: AsyncStream<UInt64>.Continuation
 
     init() {
         (slowStarted, slowStartedContinuation) = AsyncStream.makeStream()
+        (heldRelease, heldReleaseContinuation) = AsyncStream.makeStream()
         (closed, closedContinuation) = AsyncStream.makeStream()
     }
+
+    func releaseHeld() { heldReleaseContinuation.yield() }
 
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         switch request.path {
@@ -30,6 +36,10 @@ final class TestEdgeHandler: EdgeHandler {
             slowStartedContinuation.yield()
             try? await Task.sleep(for: .seconds(2))
             return .text("slow")
+        case "/held":
+            slowStartedContinuation.yield()
+            for await _ in heldRelease { break }
+            return .text("held")
         case "/echo":
             return HTTPResponse(status: 200, contentType: "application/octet-stream",
                                 headers: [("x-echo-method", request.method.rawValue), ("x-echo-length", "\(request.body.count)")],
