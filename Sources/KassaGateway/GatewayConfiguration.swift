@@ -51,7 +51,10 @@ public struct GatewayConfiguration: Sendable {
     /// Seconds a client token is valid after its session was created.
     public var clientTokenMaxAgeSeconds = 86_400
 
-    public static let defaultTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
+    /// Production's trampoline (swedbank-pay-sdk-mobile-example-merchant examples/node.js/routes/ios-universal-link-callback.js);
+    /// test setups pass `stageTrampolineURL` (seed 000) with `--ios-trampoline-url`.
+    public static let defaultTrampolineURL = "https://ecom.payex.com/externalresourcehost/trampoline"
+    public static let stageTrampolineURL = "https://ecom.stage.payex.com/externalresourcehost/trampoline"
 
     public init(apiKeys: [String], adminToken: String, upstreamURL: String, upstreamToken: String,
                 allowedUpstreamHosts: [String] = [], upstreamTimeoutMs: Int = 10_000, payeeID: String? = nil,

@@ -8,6 +8,7 @@ extension Gateway {
         (.merchantKey, Route(.POST, "/swedbank-pay-mobile/consumers", "merchant.consumers") { g, c in try await g.merchant.consumers(c) }),
         (.merchantKey, Route(.POST, "/swedbank-pay-mobile/paymentorders", "merchant.paymentorders") { g, c in try await g.merchant.paymentOrders(c) }),
         (.merchantKey, Route(.PATCH, "/swedbank-pay-mobile/paymentorders/{id}/setInstrument", "merchant.setinstrument") { g, c in try await g.merchant.setInstrument(c) }),
+        (.merchantKey, Route(.PATCH, "/swedbank-pay-mobile/patch", "merchant.patch") { g, c in try await g.merchant.patch(c) }),
         (.open, Route(.GET, "/swedbank-pay-mobile/sdk-callback/android-intent", "merchant.android-intent") { g, c in try g.merchant.androidIntent(c) }),
         (.open, Route(.GET, "/swedbank-pay-mobile/sdk-callback/ios-universal-link", "merchant.ios-universal-link") { g, c in try g.merchant.iosUniversalLink(c) }),
         (.open, Route(.GET, "/.well-known/apple-app-site-association", "apple-app-site-association") { g, c in g.merchant.appleAppSiteAssociation(c) }),

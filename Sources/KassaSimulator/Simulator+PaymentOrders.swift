@@ -13,6 +13,8 @@ struct SimulatedPaymentOrder: Sendable {
     var created: String
     var updated: String
     var status = "Initialized"
+    /// The API version the order was created in; every answer about it is in that version.
+    var version: PaymentOrderVersion
 
     var path: String { "/psp/paymentorders/\(id)" }
 }
@@ -59,6 +61,15 @@ extension Simulator {
         guard let order = input.object("paymentorder") else {
             return SwedbankProblem.inputError("paymentorders", input.problems.map { ($0.field, $0.description) })
         }
+        // The version: the media type's `version=`, else productName Checkout3 (3.0), else 2.0
+        // (developer.swedbankpay.com checkout-v3/get-started/payment-request-3-1).
+        let productName = input.string("paymentorder.productName", required: false)
+        guard let version = PaymentOrderVersion.requested(contentType: context.request.headers["content-type"], productName: productName) else {
+            return SwedbankProblem.inputError("paymentorders", [("Content-Type", "version must be 3.1, 3.0 or 2.0")])
+        }
+        if let productName, !PaymentOrderVersion.isCheckout3(productName) {
+            input.fail("paymentorder.productName", "must be Checkout3")
+        }
         if let operation = input.string("paymentorder.operation"), operation != "Purchase" && operation != "Verify" {
             input.fail("paymentorder.operation", "must be Purchase or Verify")
         }
@@ -74,7 +85,11 @@ extension Simulator {
         _ = input.string("paymentorder.language")
         _ = input.strings("paymentorder.urls.hostUrls")
         _ = input.string("paymentorder.urls.completeUrl")
-        _ = input.string("paymentorder.payeeInfo.payeeId")
+        // An empty payeeId is refused like a missing one (the sample backends always set it:
+        // swedbank-pay-sdk-mobile-example-merchant examples/node.js/routes/paymentorders.js).
+        if let payeeID = input.string("paymentorder.payeeInfo.payeeId"), payeeID.isEmpty {
+            input.fail("paymentorder.payeeInfo.payeeId", "must be the merchant's payee id")
+        }
         if let reference = input.string("paymentorder.payeeInfo.payeeReference"),
            reference.count > 30 || !reference.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
             input.fail("paymentorder.payeeInfo.payeeReference", "must be 1 to 30 letters and digits")
@@ -91,13 +106,24 @@ extension Simulator {
             let paymentOrder = SimulatedPaymentOrder(
                 id: s.random.uuid(), token: s.random.hex(bytes: 32), sessionToken: s.random.hex(bytes: 32), order: order,
                 instrument: instrument, availableInstruments: instrument == nil ? [] : Self.instruments,
-                created: now, updated: now)
+                created: now, updated: now, version: version)
             s.paymentOrders[paymentOrder.id] = paymentOrder
-            s.sessions[paymentOrder.sessionToken] = SimulatedSession(token: paymentOrder.sessionToken, paymentOrderID: paymentOrder.id)
-            s.sessionOrders[paymentOrder.sessionToken] = paymentOrder.id
+            // Only a v3 order has a PaymentSession (seed 002: view-paymentsession next to view-checkout).
+            if version.isV3 {
+                s.sessions[paymentOrder.sessionToken] = SimulatedSession(token: paymentOrder.sessionToken, paymentOrderID: paymentOrder.id)
+                s.sessionOrders[paymentOrder.sessionToken] = paymentOrder.id
+            }
             return (paymentOrder, s.baseURL)
         }
-        return .json(document(for: stored, base: base), status: 201)
+        return answer(stored, base: base, status: 201)
+    }
+
+    /// A payment order answer in the order's version: `Content-Type` names it, and
+    /// `api-supported-versions` lists them all (developer.swedbankpay.com, old-implementations/checkout-v2
+    /// features/technical-reference/payment-order, response headers).
+    func answer(_ p: SimulatedPaymentOrder, base: String, status: Int = 200) -> HTTPResponse {
+        HTTPResponse(status: status, contentType: "application/json; charset=utf-8; version=\(p.version.rawValue)",
+                     headers: [("api-supported-versions", "3.1, 3.0, 2.0")], body: document(for: p, base: base).bytes)
     }
 
     func getPaymentOrder(_ context: RequestContext) -> HTTPResponse {
@@ -105,18 +131,33 @@ extension Simulator {
         guard let (stored, base) = state.withLock({ s in s.paymentOrders[id].map { ($0, s.baseURL) } }) else {
             return SwedbankProblem.notFound("paymentorders", "Payment order \(id)")
         }
-        return .json(document(for: stored, base: base))
+        return answer(stored, base: base)
     }
 
-    /// PATCH with `{"paymentorder": {"operation": "SetInstrument", "instrument": "…"}}`.
+    /// PATCH with `{"paymentorder": {"operation": "SetInstrument", "instrument": "…"}}` (v2's
+    /// update-paymentorder-setinstrument, v3's set-instrument: swedbank-pay-sdk-android
+    /// mobilesdk-merchantbackend/…/internal/remote/json/BackendOperation.kt), or v3's
+    /// `{"paymentorder": {"operation": "Abort", "abortReason": "…"}}` (swedbank-pay-sdk-mobile-example-merchant
+    /// examples/node.js/tests/patch.test.js).
     func patchPaymentOrder(_ context: RequestContext) -> HTTPResponse {
         let id = context.parameters["id"] ?? ""
         guard case .success(var input) = JSONInput.parse(context.request.body) else {
             return SwedbankProblem.inputError("paymentorders", [("body", "must be a JSON object")])
         }
         let operation = input.string("paymentorder.operation")
+        if operation == "Abort" {
+            let outcome = state.withLock { s -> (SimulatedPaymentOrder, String)? in
+                guard var stored = s.paymentOrders[id], stored.version.isV3 else { return nil }
+                stored.status = "Aborted"
+                stored.updated = Self.timestamp()
+                s.paymentOrders[id] = stored
+                return (stored, s.baseURL)
+            }
+            guard let (stored, base) = outcome else { return SwedbankProblem.notFound("paymentorders", "Payment order \(id)") }
+            return answer(stored, base: base)
+        }
         let instrument = input.string("paymentorder.instrument")
-        if let operation, operation != "SetInstrument" { input.fail("paymentorder.operation", "must be SetInstrument") }
+        if let operation, operation != "SetInstrument" { input.fail("paymentorder.operation", "must be SetInstrument or Abort") }
         if let instrument, !Self.instruments.contains(instrument) { input.fail("paymentorder.instrument", "is not an available instrument") }
         guard input.problems.isEmpty, let instrument else {
             return SwedbankProblem.inputError("paymentorders", input.problems.map { ($0.field, $0.description) })
@@ -132,11 +173,11 @@ extension Simulator {
         switch outcome {
         case .none: return SwedbankProblem.notFound("paymentorders", "Payment order \(id)")
         case .some(nil): return SwedbankProblem.inputError("paymentorders", [("paymentorder.instrument", "the payment order is not in instrument mode")])
-        case .some(let (stored, base)?): return .json(document(for: stored, base: base))
+        case .some(let (stored, base)?): return answer(stored, base: base)
         }
     }
 
-    /// The payment order resource with its operations, as Swedbank Pay shapes it.
+    /// The payment order resource with its operations, as Swedbank Pay shapes it in the order's version.
     func document(for p: SimulatedPaymentOrder, base: String) -> JSONValue {
         var order: [String: JSONValue] = [
             "id": .string(p.path), "created": .string(p.created), "updated": .string(p.updated),
@@ -147,16 +188,38 @@ extension Simulator {
             "urls": p.order["urls"] ?? .null, "payeeInfo": p.order["payeeInfo"] ?? .null,
             "instrumentMode": .bool(p.instrument != nil),
         ]
+        // Every other member the order was created with is echoed (orderItems, payer, riskIndicator, …).
+        for (key, value) in p.order where order[key] == nil && key != "userAgent" { order[key] = value }
         if let instrument = p.instrument {
             order["instrument"] = .string(instrument)
             order["availableInstruments"] = .array(p.availableInstruments.map { .string($0) })
         }
         let culture = p.order["language"]?.stringValue ?? "sv-SE"
-        var operations: [JSONValue] = [
+        var operations: [JSONValue]
+        if p.version.isV3 {
+            // v3: seed 002 (view-checkout and view-paymentsession); set-instrument in instrument mode
+            // (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPaySDK+Extensions/Operation.swift); abort
+            // (swedbank-pay-sdk-mobile-example-merchant examples/node.js/tests/patch.test.js); redirect-checkout
+            // (developer.swedbankpay.com checkout-v3/get-started/display-payment-ui).
+            operations = [
+                ["method": "GET", "rel": "redirect-checkout", "contentType": "text/html",
+                 "href": .string("\(base)/checkout/\(p.token)")],
+                ["method": "GET", "rel": "view-checkout", "contentType": "application/javascript",
+                 "href": .string("\(base)/checkout/client/\(p.token)?culture=\(culture)")],
+                ["method": "GET", "rel": "view-paymentsession", "contentType": "application/json",
+                 "href": .string("\(base)/psp/paymentsessions/\(p.sessionToken)")],
+                ["method": "PATCH", "rel": "abort", "contentType": "application/json", "href": .string("\(base)\(p.path)")],
+            ]
+            if p.instrument != nil {
+                operations.append(["method": "PATCH", "rel": "set-instrument", "contentType": "application/json",
+                                   "href": .string("\(base)\(p.path)")])
+            }
+            return ["paymentOrder": .object(order), "operations": .array(operations)]
+        }
+        // v2: seed 000 (view-paymentorder; update-paymentorder-setinstrument in instrument mode); no PaymentSession.
+        operations = [
             ["method": "GET", "rel": "view-paymentorder", "contentType": "application/javascript",
              "href": .string("\(base)/paymentmenu/core/scripts/client/px.paymentmenu.client.js?token=\(p.token)&culture=\(culture)")],
-            ["method": "GET", "rel": "view-paymentsession", "contentType": "application/json",
-             "href": .string("\(base)/psp/paymentsessions/\(p.sessionToken)")],
         ]
         if p.instrument != nil {
             operations.append(["method": "PATCH", "rel": "update-paymentorder-setinstrument", "contentType": "application/json",

@@ -3,7 +3,7 @@ import GRDB
 /// The schema, one versioned step at a time. Steps are never edited once
 /// released; a change is a new step.
 enum Migrations {
-    static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search"]
+    static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -72,6 +72,9 @@ enum Migrations {
                 CREATE INDEX sessions_by_msisdn_suffix ON sessions(msisdn_suffix);
                 CREATE INDEX sessions_by_created ON sessions(created_at_ms);
                 """)
+        }
+        migrator.registerMigration("v5-payment-order-version") { db in
+            try db.execute(sql: "ALTER TABLE payment_orders ADD COLUMN api_version TEXT")
         }
         return migrator
     }

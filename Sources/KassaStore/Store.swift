@@ -147,26 +147,38 @@ extension Store {
         public var payeeReference: String
         public var paymentOrderID: String?
         public var setInstrumentHref: String?
+        /// The API version Kassa asked for when it created the order (nil: none, the body decided).
+        public var apiVersion: String?
         public var createdAtMs: Int64
     }
 
     public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, setInstrumentHref: String? = nil,
-                                   atMs: Int64) throws {
+                                   apiVersion: String? = nil, atMs: Int64) throws {
         try pool.write { db in
             try db.execute(sql: """
-                INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, created_at_ms) VALUES (?, ?, ?, ?)
+                INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
+                VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
-                    setinstrument_href = excluded.setinstrument_href
-                """, arguments: [payeeReference, paymentOrderID, setInstrumentHref, atMs])
+                    setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version
+                """, arguments: [payeeReference, paymentOrderID, setInstrumentHref, apiVersion, atMs])
         }
     }
 
     public func paymentOrder(payeeReference: String) throws -> PaymentOrderRecord? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM payment_orders WHERE payee_reference = ?", arguments: [payeeReference]).map {
-                PaymentOrderRecord(payeeReference: $0["payee_reference"], paymentOrderID: $0["payment_order_id"],
-                                   setInstrumentHref: $0["setinstrument_href"], createdAtMs: $0["created_at_ms"])
-            }
+            try Row.fetchOne(db, sql: "SELECT * FROM payment_orders WHERE payee_reference = ?", arguments: [payeeReference]).map(Self.paymentOrder)
         }
+    }
+
+    /// The order by Swedbank Pay's id (`/psp/paymentorders/…`).
+    public func paymentOrder(id: String) throws -> PaymentOrderRecord? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM payment_orders WHERE payment_order_id = ?", arguments: [id]).map(Self.paymentOrder)
+        }
+    }
+
+    static func paymentOrder(_ row: Row) -> PaymentOrderRecord {
+        PaymentOrderRecord(payeeReference: row["payee_reference"], paymentOrderID: row["payment_order_id"],
+                           setInstrumentHref: row["setinstrument_href"], apiVersion: row["api_version"], createdAtMs: row["created_at_ms"])
     }
 }

@@ -40,6 +40,7 @@ struct MerchantAPITests {
         let t = try TestNode()
         let root = try await client.send(UpstreamRequest(url: t.base + "/swedbank-pay-mobile/", headers: [("Your-Api-Key", "second-key")]))
         #expect(root.status == 200)
+        #expect(root.header("cache-control") == "public, max-age=86400", "the SDKs cache the root (seed 000)")
         let links = try JSONValue.parse(root.body)
         #expect(links["consumers"]?.stringValue == "/swedbank-pay-mobile/consumers")
         #expect(links["paymentorders"]?.stringValue == "/swedbank-pay-mobile/paymentorders")
@@ -160,6 +161,14 @@ struct MerchantAPITests {
         let r = try await post(t, "/swedbank-pay-mobile/paymentorders", Self.paymentOrder(description: "sim-fault:\(fault)"))
         #expect(r.status == status)
         #expect(problemType(r) == type)
+        // gatewayStatus only when Swedbank Pay answered something unusable (the SDKs then report an invalid
+        // backend response); a reset or a timeout is a connection failure to them, without it.
+        let gatewayStatus = try JSONValue.parse(r.body)["gatewayStatus"]
+        if fault == "reset" || fault == "timeout" { #expect(gatewayStatus == nil) }
+        if fault == "malformed" {
+            #expect(gatewayStatus?.intValue == 200)
+            #expect(try JSONValue.parse(r.body)["body"]?.stringValue != nil)
+        }
         // The next request, without the fault, goes through.
         let ok = try await post(t, "/swedbank-pay-mobile/paymentorders", Self.paymentOrder())
         #expect(ok.status == 201)
@@ -239,7 +248,8 @@ struct MerchantAPITests {
 
     @Test("iOS helper: 301 to the trampoline, with fallback=true to the custom scheme, 400 for unsafe input")
     func iosUniversalLink() async throws {
-        let t = try TestNode()
+        // The seed's examples use the stage trampoline; the default is production's.
+        let t = try TestNode { $0.iosTrampolineURL = GatewayConfiguration.stageTrampolineURL }
         let path = "/swedbank-pay-mobile/sdk-callback/ios-universal-link"
         let query = "scheme=yourecomapp&language=en-US&id=abb50c53-53c1-4138-923f-59fcf0acd08d&app=Your%20Ecom%20App"
         let host = "127.0.0.1:\(t.node.port)"
@@ -293,6 +303,9 @@ struct MerchantAPITests {
         let detail = doc["applinks"]?["details"]?.arrayValue?.first
         #expect(detail?["appID"]?.stringValue == "TEAMID.com.example.app")
         #expect(detail?["paths"] == ["/swedbank-pay-mobile/sdk-callback/*"])
+        // The iOS 13+ style next to the old one (seed 001).
+        #expect(detail?["appIDs"] == ["TEAMID.com.example.app"])
+        #expect(detail?["components"]?.arrayValue?.first?["/"]?.stringValue == "/swedbank-pay-mobile/sdk-callback/*")
         #expect(doc["applinks"]?["apps"] == [])
         await t.stop()
     }

@@ -271,7 +271,8 @@ struct SessionsTests {
         }
         // An href from a payment order the simulator made is accepted.
         let order = try await t.node.upstream.send(UpstreamRequest(
-            method: "POST", url: t.simulator.baseURL + "/psp/paymentorders", headers: [("Authorization", "Bearer \(Simulator.defaultToken)")],
+            method: "POST", url: t.simulator.baseURL + "/psp/paymentorders",
+            headers: [("Authorization", "Bearer \(Simulator.defaultToken)"), ("Content-Type", PaymentOrderVersion.v3_1.mediaType)],
             body: (["paymentorder": SessionClient.order().replacing("payeeInfo", with: ["payeeId": "p", "payeeReference": "r1"])] as JSONValue).bytes))
         let href = try #require(try JSONValue.parse(order.body)["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "view-paymentsession" }?["href"]?.stringValue)
         let created = try await c.createResponse(["viewPaymentSession": .string(href)])

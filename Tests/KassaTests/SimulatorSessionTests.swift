@@ -58,7 +58,8 @@ struct SimulatorSessionTests {
             order = .object(root)
         }
         let created = try JSONValue.parse(try await client.send(UpstreamRequest(
-            method: "POST", url: sim.baseURL + "/psp/paymentorders", headers: [("Authorization", "Bearer tok")], body: order.bytes)).body)
+            method: "POST", url: sim.baseURL + "/psp/paymentorders",
+            headers: [("Authorization", "Bearer tok"), ("Content-Type", PaymentOrderVersion.v3_1.mediaType)], body: order.bytes)).body)
         let view = created["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "view-paymentsession" }
         var session = Session(sim: sim, client: client)
         #expect(try await session.call(view) == 200)

@@ -12,7 +12,8 @@ struct SimulatorTests {
         try Simulator.start(Simulator.Configuration(port: 0, token: "tok", seed: seed, faults: faults, timeoutHoldSeconds: 2))
     }
 
-    func createOrder(_ sim: Simulator, token: String = "tok", body: JSONValue = MerchantAPITests.paymentOrder()) async throws -> UpstreamResponse {
+    func createOrder(_ sim: Simulator, token: String = "tok", body: JSONValue = MerchantAPITests.paymentOrder(),
+                     contentType: String = "application/json") async throws -> UpstreamResponse {
         var body = body
         if case .object(var root) = body, case .object(var order)? = root["paymentorder"] {
             var payee = order["payeeInfo"]?.objectValue ?? [:]
@@ -22,7 +23,7 @@ struct SimulatorTests {
             body = .object(root)
         }
         return try await client.send(UpstreamRequest(method: "POST", url: sim.baseURL + "/psp/paymentorders",
-                                                     headers: [("Authorization", "Bearer \(token)")], body: body.bytes))
+                                                     headers: [("Authorization", "Bearer \(token)"), ("Content-Type", contentType)], body: body.bytes))
     }
 
     @Test("validates the bearer token like the real service")
@@ -63,16 +64,34 @@ struct SimulatorTests {
         await sim.stop()
     }
 
-    @Test("a created order can be read back, with its operations")
+    @Test("a created order can be read back in its version: v2 (no header) has view-paymentorder and no session, v3 view-checkout and view-paymentsession")
     func getOrder() async throws {
         let sim = try start()
         let created = try JSONValue.parse(try await createOrder(sim).body)
         let id = try #require(created["paymentorder"]?["id"]?.stringValue)
         let r = try await client.send(UpstreamRequest(url: sim.baseURL + id, headers: [("Authorization", "Bearer tok")]))
         #expect(r.status == 200)
+        #expect(r.header("content-type")?.hasSuffix("version=2.0") == true)
         let doc = try JSONValue.parse(r.body)
         let rels = doc["operations"]?.arrayValue?.compactMap { $0["rel"]?.stringValue } ?? []
-        #expect(rels.contains("view-paymentorder") && rels.contains("view-paymentsession"))
+        #expect(rels.contains("view-paymentorder") && !rels.contains("view-paymentsession"))
+        // productName Checkout3 (the SDKs' way) and the 3.1 media type both make v3, spelled paymentOrder.
+        var checkout3 = MerchantAPITests.paymentOrder()
+        if case .object(var root) = checkout3, case .object(var order)? = root["paymentorder"] {
+            order["productName"] = "Checkout3"
+            root["paymentorder"] = .object(order)
+            checkout3 = .object(root)
+        }
+        for (body, contentType, version) in [(checkout3, "application/json", "3.0"),
+                                             (MerchantAPITests.paymentOrder(), PaymentOrderVersion.v3_1.mediaType, "3.1")] {
+            let v3 = try await createOrder(sim, body: body, contentType: contentType)
+            #expect(v3.status == 201)
+            #expect(v3.header("content-type")?.hasSuffix("version=\(version)") == true)
+            let v3doc = try JSONValue.parse(v3.body)
+            #expect(v3doc["paymentOrder"]?["id"]?.stringValue != nil && v3doc["paymentorder"] == nil)
+            let v3rels = v3doc["operations"]?.arrayValue?.compactMap { $0["rel"]?.stringValue } ?? []
+            #expect(v3rels.contains("view-checkout") && v3rels.contains("view-paymentsession") && !v3rels.contains("view-paymentorder"))
+        }
         let missing = try await client.send(UpstreamRequest(url: sim.baseURL + "/psp/paymentorders/nope", headers: [("Authorization", "Bearer tok")]))
         #expect(missing.status == 404)
         await sim.stop()

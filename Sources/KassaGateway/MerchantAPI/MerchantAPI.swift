@@ -33,8 +33,21 @@ enum MerchantProblem {
                 extensions: ["problems": [["name": .string(field), "description": .string(description)]]])
     }
 
-    static func badGateway(_ detail: String) -> Problem {
-        Problem(type: base + "badgateway", title: "Bad Gateway", status: 502, detail: detail)
+    /// `gatewayStatus` and `body` only when Swedbank Pay answered something unusable: the SDKs
+    /// then report an invalid backend response, and without them a connection failure
+    /// (swedbank-pay-sdk-ios SwedbankPaySDKMerchantBackend/Classes/Problems.swift;
+    /// swedbank-pay-sdk-android mobilesdk-merchantbackend/…/internal/Problems.kt;
+    /// swedbank-pay-sdk-mobile-example-merchant examples/node.js/util/problems.js).
+    static func badGateway(_ detail: String, gatewayStatus: Int? = nil, body: [UInt8]? = nil) -> Problem {
+        var extensions: [String: JSONValue] = [:]
+        if let gatewayStatus { extensions["gatewayStatus"] = .number(Double(gatewayStatus)) }
+        if let body { extensions["body"] = .string(Redaction.redactTokens(SwedbankPayClient.excerpt(body))) }
+        return Problem(type: base + "badgateway", title: "Bad Gateway", status: 502, detail: detail, extensions: extensions)
+    }
+
+    /// The type the SDKs recognise as not found (examples/node.js/util/constants.js in the sample backend).
+    static func notFound(_ detail: String) -> Problem {
+        Problem(type: "https://api.payex.com/psp/errordetail/notfound", title: "Not Found", status: 404, detail: detail)
     }
 
     static func gatewayTimeout() -> Problem {
@@ -54,13 +67,19 @@ extension MerchantAPI {
 
     // MARK: Endpoints
 
+    /// The root may be cached, and the links it names stay valid (seed 000; the sample answers
+    /// with max-age=31536000: examples/node.js/routes/index.js). A day is enough to spare the
+    /// SDKs a round trip per payment and short enough to move the links.
     func root(_ context: RequestContext) async throws -> HTTPResponse {
-        .json(["consumers": "/swedbank-pay-mobile/consumers", "paymentorders": "/swedbank-pay-mobile/paymentorders"])
+        .json(["consumers": "/swedbank-pay-mobile/consumers", "paymentorders": "/swedbank-pay-mobile/paymentorders"],
+              headers: [("cache-control", "public, max-age=86400")])
     }
 
     func consumers(_ context: RequestContext) async throws -> HTTPResponse {
         var input = try input(context)
-        _ = input.string("operation")
+        if let operation = input.string("operation"), operation != "initiate-consumer-session" {
+            input.fail("operation", "must be initiate-consumer-session")
+        }
         _ = input.string("language")
         _ = input.strings("shippingAddressRestrictedToCountryCodes")
         if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
@@ -74,6 +93,7 @@ extension MerchantAPI {
         }
     }
 
+    /// The app's order goes upstream as it is: its `productName` picks the version, as with the SDKs.
     func paymentOrders(_ context: RequestContext) async throws -> HTTPResponse {
         try await createPaymentOrder(try input(context), traceID: context.traceID).response
     }
@@ -81,14 +101,45 @@ extension MerchantAPI {
     /// A payment order Kassa created upstream and stored.
     struct CreatedPaymentOrder {
         var response: HTTPResponse
-        var document: JSONValue
         var payeeReference: String
         var paymentOrderID: String
+        /// The PaymentSession of a v3 order (seed 002), nil for v2.
+        var viewPaymentSession: String?
+    }
+
+    /// What Kassa reads from a payment order answer, in either spelling and either version.
+    struct PaymentOrderAnswer {
+        struct Refusal: Error { var reason: String }
+
+        var id: String
+        var isV3: Bool
+        var setInstrumentHref: String?
+        var viewPaymentSession: String?
+
+        /// Reads `paymentOrder` (v3; what the SDKs decode and seed 002 shows) or `paymentorder`
+        /// (seed 000), with `view-checkout` (v3) or `view-paymentorder` (v2), as
+        /// swedbank-pay-sdk-android mobilesdk-merchantbackend/…/MerchantBackendConfiguration.kt reads them.
+        static func read(_ document: JSONValue) -> Result<PaymentOrderAnswer, Refusal> {
+            let viewCheckout = MerchantAPI.operation(document, rel: "view-checkout")
+            guard viewCheckout != nil || MerchantAPI.operation(document, rel: "view-paymentorder") != nil else {
+                return .failure(Refusal(reason: "the Swedbank Pay answer holds neither view-checkout nor view-paymentorder"))
+            }
+            guard let id = (document["paymentOrder"] ?? document["paymentorder"])?["id"]?.stringValue else {
+                return .failure(Refusal(reason: "the Swedbank Pay answer holds no paymentOrder.id"))
+            }
+            let setInstrument = MerchantAPI.operation(document, rel: "set-instrument") ?? MerchantAPI.operation(document, rel: "update-paymentorder-setinstrument")
+            return .success(PaymentOrderAnswer(
+                id: id, isV3: viewCheckout != nil || document["paymentOrder"] != nil,
+                setInstrumentHref: setInstrument?["href"]?.stringValue,
+                viewPaymentSession: MerchantAPI.operation(document, rel: "view-paymentsession")?["href"]?.stringValue))
+        }
     }
 
     /// Validates a `{"paymentorder": {…}}` document, gives it Kassa's payee
     /// reference, creates it upstream and stores it (seed 000).
-    func createPaymentOrder(_ input: JSONInput, traceID: String, sessionID: String? = nil) async throws -> CreatedPaymentOrder {
+    /// `version`: asked for in the media types (nil: the body's productName decides, as the SDKs do).
+    func createPaymentOrder(_ input: JSONInput, traceID: String, sessionID: String? = nil,
+                            version: PaymentOrderVersion? = nil) async throws -> CreatedPaymentOrder {
         var input = input
         guard var order = input.object("paymentorder") else {
             throw MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)
@@ -105,13 +156,21 @@ extension MerchantAPI {
         _ = input.strings("paymentorder.urls.hostUrls")
         _ = input.string("paymentorder.urls.completeUrl")
         _ = input.object("paymentorder.payeeInfo", required: false)
+        _ = input.string("paymentorder.productName", required: false)
         if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
 
         // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000).
         let payeeReference = "K" + Secrets.randomHex(bytes: 14)
         var payeeInfo = order["payeeInfo"]?.objectValue ?? [:]
         payeeInfo["payeeReference"] = .string(payeeReference)
-        if payeeInfo["payeeId"] == nil, let payeeID = configuration.payeeID { payeeInfo["payeeId"] = .string(payeeID) }
+        // Both SDKs send payeeId "" by default (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPaySDK+Extensions/
+        // PaymentOrder.swift; swedbank-pay-sdk-android mobilesdk/…/PayeeInfo.kt): empty counts as missing.
+        if (payeeInfo["payeeId"]?.stringValue ?? "").isEmpty {
+            guard let payeeID = configuration.payeeID else {
+                throw MerchantProblem.badRequest("paymentorder.payeeInfo.payeeId", "is required (or start Kassa with --payee-id)")
+            }
+            payeeInfo["payeeId"] = .string(payeeID)
+        }
         order["payeeInfo"] = .object(payeeInfo)
         order["operation"] = order["operation"] ?? "Purchase"
         var body = input.document.objectValue ?? [:]
@@ -119,22 +178,18 @@ extension MerchantAPI {
 
         let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
                                                      url: swedbankPay.url("/psp/paymentorders"), body: .object(body), traceID: traceID,
-                                                     sessionID: sessionID))
-        var recorded: (id: String, setInstrument: String?, document: JSONValue)?
+                                                     sessionID: sessionID, version: version))
+        var recorded: PaymentOrderAnswer?
         var response = try forward(result, parsed) { document in
-            guard Self.operation(document, rel: "view-paymentorder") != nil else {
-                return "the Swedbank Pay answer holds no view-paymentorder operation"
+            switch PaymentOrderAnswer.read(document) {
+            case .success(let answer): recorded = answer; return nil
+            case .failure(let refusal): return refusal.reason
             }
-            guard let id = document["paymentorder"]?["id"]?.stringValue else {
-                return "the Swedbank Pay answer holds no paymentorder.id"
-            }
-            recorded = (id, Self.operation(document, rel: "update-paymentorder-setinstrument")?["href"]?.stringValue, document)
-            return nil
         }
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
         do {
             try store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
-                                         setInstrumentHref: recorded.setInstrument, atMs: clock.nowMs())
+                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue, atMs: clock.nowMs())
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
             throw Problem.internalError("the payment order was created upstream but could not be stored")
@@ -142,11 +197,11 @@ extension MerchantAPI {
         store.eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "paymentorder.created", summary: "payment order \(recorded.id)",
                                        traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))
-        if recorded.setInstrument != nil {
+        if recorded.setInstrumentHref != nil {
             response = Self.addMobileSDK(response, payeeReference: payeeReference)
         }
-        return CreatedPaymentOrder(response: response, document: recorded.document, payeeReference: payeeReference,
-                                   paymentOrderID: recorded.id)
+        return CreatedPaymentOrder(response: response, payeeReference: payeeReference, paymentOrderID: recorded.id,
+                                   viewPaymentSession: recorded.viewPaymentSession)
     }
 
     func setInstrument(_ context: RequestContext) async throws -> HTTPResponse {
@@ -166,16 +221,48 @@ extension MerchantAPI {
         do { record = try store.paymentOrder(payeeReference: reference) } catch {
             throw Problem.internalError("the payment order store cannot be read")
         }
-        guard let record else { throw Problem.notFound("no payment order \(reference)") }
+        guard let record else { throw MerchantProblem.notFound("no payment order \(reference)") }
         guard let href = record.setInstrumentHref else {
             throw MerchantProblem.badRequest("paymentorder", "the payment order is not in instrument mode")
         }
         guard swedbankPay.isAllowed(href) else { throw MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
 
         let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "update-paymentorder-setinstrument", method: "PATCH",
-                                                     url: href, body: input.document, traceID: context.traceID))
+                                                     url: href, body: input.document, traceID: context.traceID,
+                                                     version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         let response = try forward(result, parsed) { _ in nil }
         return Self.addMobileSDK(response, payeeReference: reference)
+    }
+
+    /// `PATCH …/patch {"href", "paymentorder": {"operation": "SetInstrument" | "Abort", …}}`: how the
+    /// SDKs change a v3 order (swedbank-pay-sdk-android mobilesdk-merchantbackend/…/internal/remote/json/
+    /// BackendOperation.kt; swedbank-pay-sdk-ios SwedbankPaySDKMerchantBackend/Classes/MerchantBackendConfiguration.swift;
+    /// served by the sample at examples/node.js/routes/patch.js). Only an order Kassa created may be changed.
+    func patch(_ context: RequestContext) async throws -> HTTPResponse {
+        var input = try input(context)
+        let href = input.string("href", maxLength: 2048)
+        _ = input.object("paymentorder")
+        let operation = input.string("paymentorder.operation")
+        if let operation, operation != "SetInstrument" && operation != "Abort" {
+            input.fail("paymentorder.operation", "must be SetInstrument or Abort")
+        }
+        if operation == "SetInstrument" { _ = input.string("paymentorder.instrument", maxLength: 64) }
+        if operation == "Abort" { _ = input.string("paymentorder.abortReason", required: false, maxLength: 200) }
+        if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
+        guard let href, let url = UpstreamURL(href), swedbankPay.isAllowed(href) else {
+            throw MerchantProblem.badRequest("href", "must be an operation href on the Swedbank Pay host")
+        }
+        let record: Store.PaymentOrderRecord?
+        do { record = try store.paymentOrder(id: url.path) } catch {
+            throw Problem.internalError("the payment order store cannot be read")
+        }
+        guard let record else { throw MerchantProblem.notFound("no payment order \(url.path) was created here") }
+        var body = input.document.objectValue ?? [:]
+        body["href"] = nil
+        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(
+            operation: operation == "Abort" ? "abort" : "set-instrument", method: "PATCH", url: href, body: .object(body),
+            traceID: context.traceID, version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
+        return try forward(result, parsed) { _ in nil }
     }
 
     func androidIntent(_ context: RequestContext) throws -> HTTPResponse {
@@ -209,9 +296,16 @@ extension MerchantAPI {
         }
     }
 
+    /// Both styles in one file: `appID` and `paths` for iOS 12 and earlier, `appIDs` and
+    /// `components` for iOS 13 and later, the new ones on the first detail (seed 001; the sample's
+    /// examples/node.js/routes/apple-app-site-association.js).
     func appleAppSiteAssociation(_ context: RequestContext) -> HTTPResponse {
-        let details: [JSONValue] = configuration.appleAppIDs.map {
-            ["appID": .string($0), "paths": ["/swedbank-pay-mobile/sdk-callback/*"]]
+        let path = "/swedbank-pay-mobile/sdk-callback/*"
+        var details: [JSONValue] = configuration.appleAppIDs.map { ["appID": .string($0), "paths": [.string(path)]] }
+        if case .object(var first)? = details.first {
+            first["appIDs"] = .array(configuration.appleAppIDs.map { .string($0) })
+            first["components"] = [["/": .string(path), "comment": "the payment url helper's universal links"]]
+            details[0] = .object(first)
         }
         return .json(["applinks": ["apps": [], "details": .array(details)]])
     }
@@ -250,24 +344,33 @@ extension MerchantAPI {
         case .success(let response):
             if (200..<300).contains(response.status) {
                 guard let document, case .object = document else {
-                    throw MerchantProblem.badGateway("Swedbank Pay answered \(response.status) with a body that is not JSON")
+                    throw MerchantProblem.badGateway("Swedbank Pay answered \(response.status) with a body that is not JSON",
+                                                     gatewayStatus: response.status, body: response.body)
                 }
-                if let refusal = check(document) { throw MerchantProblem.badGateway(refusal) }
+                if let refusal = check(document) {
+                    throw MerchantProblem.badGateway(refusal, gatewayStatus: response.status, body: response.body)
+                }
                 return HTTPResponse(status: response.status, contentType: "application/json", body: response.body)
             }
             if let document, let problem = Problem(forwarding: document, status: response.status) { throw problem }
-            throw MerchantProblem.badGateway("Swedbank Pay answered \(response.status) without a problem document")
+            throw MerchantProblem.badGateway("Swedbank Pay answered \(response.status) without a problem document",
+                                             gatewayStatus: response.status, body: response.body)
         }
     }
 
-    /// Adds the instrument-mode `mobileSDK` member (seed 000) to a payment order answer.
+    /// Adds the instrument-mode `mobileSDK` member (seed 000) to a payment order answer. The
+    /// upstream bytes are kept as they came (member order, numbers): the member is spliced in
+    /// before the closing brace.
     static func addMobileSDK(_ response: HTTPResponse, payeeReference: String) -> HTTPResponse {
-        guard case .object(var document)? = try? JSONValue.parse(response.body) else { return response }
-        let instruments = document["paymentorder"]?["availableInstruments"] ?? .array([])
-        document["mobileSDK"] = ["validInstruments": instruments,
+        guard let document = try? JSONValue.parse(response.body), case .object = document,
+              let close = response.body.lastIndex(of: UInt8(ascii: "}")) else { return response }
+        let instruments = (document["paymentOrder"] ?? document["paymentorder"])?["availableInstruments"] ?? .array([])
+        let member: JSONValue = ["validInstruments": instruments,
                                  "setInstrument": .string("/swedbank-pay-mobile/paymentorders/\(payeeReference)/setInstrument")]
+        let isEmpty = document.objectValue?.isEmpty ?? true
         var updated = response
-        updated.body = JSONValue.object(document).bytes
+        updated.body = Array(response.body[..<close]) + Array(((isEmpty ? "" : ",") + "\"mobileSDK\":").utf8) + member.bytes
+            + Array(response.body[close...])
         return updated
     }
 }

@@ -104,6 +104,9 @@ struct Routing: Middleware {
             let list = allowed.map(\.rawValue).joined(separator: ", ")
             throw ProblemError(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),
                                headers: [("allow", list)])
+        case .notFound where request.path.hasPrefix(MerchantAPI.root):
+            // The apps' SDKs recognise Swedbank Pay's own type, not Kassa's.
+            throw MerchantProblem.notFound("no route for \(request.path)")
         case .notFound:
             throw Problem.notFound("no route for \(request.path)")
         }

@@ -52,10 +52,20 @@ extension Gateway {
             }
             href = given
         } else if let order = input.object("paymentOrder", required: false) {
-            let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID, sessionID: id)
-            guard let view = MerchantAPI.operation(created.document, rel: "view-paymentsession")?["href"]?.stringValue,
-                  swedbankPay.isAllowed(view) else {
-                throw MerchantProblem.badGateway("the payment order has no usable view-paymentsession operation")
+            // A PaymentSession needs a v3 order: ask for 3.1 unless the order names Checkout3 itself
+            // (which makes it 3.0; 3.1 has no productName). See PaymentOrderVersion.
+            let version: PaymentOrderVersion? = PaymentOrderVersion.isCheckout3(order["productName"]?.stringValue) ? nil : .v3_1
+            let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID,
+                                                                sessionID: id, version: version)
+            guard let view = created.viewPaymentSession else {
+                throw Problem.kassa("payment-order-not-v3", "Payment Order Is Not v3", 422,
+                                    detail: "Swedbank Pay created a v2 payment order (view-paymentorder, no view-paymentsession); "
+                                        + "a PaymentSession needs a v3 order: send productName Checkout3, or leave it out and Kassa asks for version 3.1",
+                                    extensions: ["paymentOrder": .string(created.paymentOrderID),
+                                                 "payeeReference": .string(created.payeeReference)])
+            }
+            guard swedbankPay.isAllowed(view) else {
+                throw MerchantProblem.badGateway("the payment order's view-paymentsession points outside the allowed upstream hosts")
             }
             href = view
             payeeReference = created.payeeReference

@@ -21,6 +21,8 @@ final class SwedbankPayClient: Sendable {
         var body: JSONValue?
         var traceID: String
         var sessionID: String?
+        /// A payment order API version to ask for in the media types; nil: plain JSON (the SDKs' way).
+        var version: PaymentOrderVersion? = nil
     }
 
     private let configuration: GatewayConfiguration
@@ -46,7 +48,14 @@ final class SwedbankPayClient: Sendable {
         self.metrics = metrics
         self.logger = logger
         upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
-        allowedHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + [upstreamHost])
+        allowedHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + Self.hosts(servingSessionsFor: upstreamHost))
+    }
+
+    /// The API host and, for Swedbank Pay's `api.` hosts, their `ecom.` sibling, which serves the
+    /// view-paymentsession href of a v3 order (seed 002: ecom.externalintegration.payex.com).
+    static func hosts(servingSessionsFor apiHost: String) -> [String] {
+        guard apiHost.hasPrefix("api."), apiHost.hasSuffix("payex.com") else { return [apiHost] }
+        return [apiHost, "ecom." + apiHost.dropFirst(4)]
     }
 
     /// The absolute URL for an upstream path such as `/psp/consumers`.
@@ -68,11 +77,12 @@ final class SwedbankPayClient: Sendable {
     func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) {
         let url = UpstreamURL(call.url)
         let path = Redaction.redactTokens(url?.path ?? call.url)
-        var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", "application/json")]
+        let mediaType = call.version?.mediaType ?? "application/json"
+        var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", mediaType)]
         if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
         var bodyBytes: [UInt8]?
         if let body = call.body {
-            headers.append(("Content-Type", "application/json"))
+            headers.append(("Content-Type", mediaType))
             bodyBytes = body.bytes
         }
         var document: JSONValue?

@@ -1,0 +1,190 @@
+import Foundation
+import KassaCore
+@testable import KassaGateway
+import KassaSimulator
+import KassaUpstream
+import Testing
+@testable import kassa
+
+/// Kassa driven end to end with request bodies shaped as the Swedbank Pay SDKs and the sample
+/// merchant backends send them, against a simulator that answers in each API version's shapes.
+@Suite("Contract: SDK- and sample-shaped requests, v2 and v3 answers")
+struct ContractTests {
+    let client = UpstreamClient()
+    static let payeeID = "5cabf558-5283-482f-b252-4d58e06f6f3b"
+
+    /// The order an SDK sends by default: payeeId and payeeReference empty, the Android payment
+    /// url helper as paymentUrl (swedbank-pay-sdk-android mobilesdk/…/PaymentOrder.kt, PayeeInfo.kt,
+    /// PaymentOrderUrls.kt), optionally in instrument mode and v3 by productName.
+    static func sdkOrder(productName: String? = nil, instrument: String? = nil, base: String = "https://shop.example") -> JSONValue {
+        var order: [String: JSONValue] = [
+            "currency": "SEK", "amount": 1500, "vatAmount": 375, "description": "Purchase", "language": "sv-SE",
+            "userAgent": "SwedbankPaySDK-Android/5.0.4", "operation": "Purchase",
+            "urls": ["hostUrls": [.string(base)], "completeUrl": .string(base + "/complete"), "cancelUrl": .string(base + "/cancel"),
+                     "paymentUrl": .string(base + "/swedbank-pay-mobile/sdk-callback/android-intent?package=com.example.app&id=1f2e")],
+            "payeeInfo": ["payeeId": "", "payeeReference": ""],
+            "generateRecurrenceToken": false, "disablePaymentMenu": false,
+        ]
+        if let productName { order["productName"] = .string(productName) }
+        if let instrument { order["instrument"] = .string(instrument) }
+        return ["paymentorder": .object(order)]
+    }
+
+    /// The sample backend's full order: payer, orderItems, riskIndicator (swedbank-pay-sdk-mobile-example-merchant
+    /// examples/integration-tests/requests/paymentOrderRequest.json, shape only).
+    static let fullOrder: JSONValue = [
+        "operation": "Purchase", "currency": "SEK", "amount": 1500, "vatAmount": 375, "description": "Test purchase",
+        "userAgent": "Mozilla/5.0", "language": "sv-SE",
+        "urls": ["hostUrls": ["https://shop.example"], "completeUrl": "https://shop.example/complete",
+                 "cancelUrl": "https://shop.example/cancel", "paymentUrl": "https://shop.example/pay"],
+        "payeeInfo": ["payeeId": "", "payeeReference": "", "payeeName": "Shop", "orderReference": "or-123", "subsite": "main"],
+        "payer": ["firstName": "Leia", "lastName": "Ahlström", "email": "leia@example.com", "msisdn": "+46739000001"],
+        "orderItems": [["reference": "P1", "name": "Product1", "type": "PRODUCT", "class": "ProductGroup1", "quantity": 1,
+                        "quantityUnit": "pcs", "unitPrice": 1500, "vatPercent": 2500, "amount": 1500, "vatAmount": 375,
+                        "restrictedToInstruments": ["CreditCard"]]],
+        "riskIndicator": ["deliveryEmailAddress": "leia@example.com", "deliveryTimeFrameIndicator": "01",
+                          "pickUpAddress": ["name": "Leia", "streetAddress": "Helgestavägen 9", "zipCode": "19792", "city": "Bro", "countryCode": "SE"]],
+    ]
+
+    func send(_ t: TestNode, _ method: String, _ path: String, _ body: JSONValue? = nil) async throws -> UpstreamResponse {
+        try await client.send(UpstreamRequest(method: method, url: t.base + path,
+                                              headers: [("Content-Type", "application/json"), ("Your-Api-Key", "test-key")],
+                                              body: body?.bytes))
+    }
+
+    func upstreamOrder(_ t: TestNode, _ id: String) async throws -> UpstreamResponse {
+        try await client.send(UpstreamRequest(url: t.simulator.baseURL + id, headers: [("Authorization", "Bearer \(Simulator.defaultToken)")]))
+    }
+
+    @Test("an SDK's default v3 order: payeeId filled in, the answer read as paymentOrder with view-checkout, forwarded byte for byte plus mobileSDK")
+    func sdkDefaultOrderV3() async throws {
+        try await withTestNode(configure: { $0.payeeID = Self.payeeID }) { t in
+            let r = try await send(t, "POST", "/swedbank-pay-mobile/paymentorders", Self.sdkOrder(productName: "Checkout3", instrument: "CreditCard"))
+            #expect(r.status == 201)
+            let answer = try JSONValue.parse(r.body)
+            let id = try #require(answer["paymentOrder"]?["id"]?.stringValue, "the SDKs decode paymentOrder.id")
+            #expect(answer["operations"]?.arrayValue?.contains { $0["rel"]?.stringValue == "view-checkout" } == true)
+            let setInstrument = try #require(answer["mobileSDK"]?["setInstrument"]?.stringValue)
+            #expect(setInstrument.hasPrefix("/swedbank-pay-mobile/paymentorders/K"))
+
+            // Upstream got the configured payee id for the SDK's "" and Kassa's own reference.
+            let upstream = try JSONValue.parse(try await upstreamOrder(t, id).body)
+            #expect(upstream["paymentOrder"]?["payeeInfo"]?["payeeId"]?.stringValue == Self.payeeID)
+            #expect(upstream["paymentOrder"]?["payeeInfo"]?["payeeReference"]?.stringValue?.hasPrefix("K") == true)
+
+            // Byte for byte: the answer up to the spliced member is the upstream document.
+            let text = String(decoding: r.body, as: UTF8.self)
+            let cut = try #require(text.range(of: ",\"mobileSDK\":"))
+            let upstreamPart = try JSONValue.parse(Array((text[..<cut.lowerBound] + "}").utf8))
+            #expect(upstreamPart == upstream, "the forwarded part is the order as Swedbank Pay answered it")
+
+            // v3 instrument mode the SDKs' way: PATCH …/patch with the set-instrument href.
+            let href = try #require(answer["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "set-instrument" }?["href"]?.stringValue)
+            let patched = try await send(t, "PATCH", "/swedbank-pay-mobile/patch",
+                                         ["href": .string(href), "paymentorder": ["operation": "SetInstrument", "instrument": "Swish"]])
+            #expect(patched.status == 200)
+            #expect(try JSONValue.parse(patched.body)["paymentOrder"]?["instrument"]?.stringValue == "Swish")
+            // Only an order created here may be changed, and the 404 uses the type the SDKs know.
+            let foreign = try await send(t, "PATCH", "/swedbank-pay-mobile/patch",
+                                         ["href": .string(t.simulator.baseURL + "/psp/paymentorders/someone-elses"),
+                                          "paymentorder": ["operation": "Abort", "abortReason": "CancelledByConsumer"]])
+            #expect(foreign.status == 404)
+            #expect(try JSONValue.parse(foreign.body)["type"]?.stringValue == "https://api.payex.com/psp/errordetail/notfound")
+        }
+    }
+
+    @Test("a v2 order (no productName, no version) is forwarded as paymentorder with view-paymentorder and mobileSDK")
+    func sdkDefaultOrderV2() async throws {
+        try await withTestNode(configure: { $0.payeeID = Self.payeeID }) { t in
+            let r = try await send(t, "POST", "/swedbank-pay-mobile/paymentorders", Self.sdkOrder(instrument: "CreditCard"))
+            #expect(r.status == 201)
+            let answer = try JSONValue.parse(r.body)
+            #expect(answer["paymentorder"]?["id"]?.stringValue != nil)
+            #expect(answer["operations"]?.arrayValue?.contains { $0["rel"]?.stringValue == "view-paymentorder" } == true)
+            let setInstrument = try #require(answer["mobileSDK"]?["setInstrument"]?.stringValue)
+            let patched = try await send(t, "PATCH", setInstrument, ["paymentorder": ["operation": "SetInstrument", "instrument": "Swish"]])
+            #expect(patched.status == 200)
+            #expect(try JSONValue.parse(patched.body)["paymentorder"]?["instrument"]?.stringValue == "Swish")
+        }
+    }
+
+    @Test("refused before anything is sent: an empty payeeId with no --payee-id, a consumers call with another operation, unknown paths")
+    func refusals() async throws {
+        try await withTestNode { t in
+            let order = try await send(t, "POST", "/swedbank-pay-mobile/paymentorders", Self.sdkOrder())
+            #expect(order.status == 400)
+            #expect(try JSONValue.parse(order.body)["problems"]?.arrayValue?.first?["name"]?.stringValue == "paymentorder.payeeInfo.payeeId")
+            let consumers = try await send(t, "POST", "/swedbank-pay-mobile/consumers",
+                                           ["operation": "something-else", "language": "sv-SE", "shippingAddressRestrictedToCountryCodes": ["SE"]])
+            #expect(consumers.status == 400)
+            #expect(try JSONValue.parse(consumers.body)["problems"]?.arrayValue?.first?["name"]?.stringValue == "operation")
+            let missing = try await send(t, "GET", "/swedbank-pay-mobile/nothing-here")
+            #expect(missing.status == 404)
+            #expect(try JSONValue.parse(missing.body)["type"]?.stringValue == "https://api.payex.com/psp/errordetail/notfound")
+            // The simulator is as strict as the real API: an empty payeeId is refused there too.
+            var direct = Self.sdkOrder(productName: "Checkout3")
+            if case .object(var root) = direct, case .object(var o)? = root["paymentorder"] {
+                o["payeeInfo"] = ["payeeId": "", "payeeReference": "ref1"]
+                root["paymentorder"] = .object(o)
+                direct = .object(root)
+            }
+            let upstream = try await client.send(UpstreamRequest(method: "POST", url: t.simulator.baseURL + "/psp/paymentorders",
+                                                                 headers: [("Authorization", "Bearer \(Simulator.defaultToken)")], body: direct.bytes))
+            #expect(upstream.status == 400)
+            #expect(try JSONValue.parse(upstream.body)["problems"]?.arrayValue?.contains { $0["name"]?.stringValue == "paymentorder.payeeInfo.payeeId" } == true)
+        }
+    }
+
+    @Test("a session from the sample's full order: Kassa asks for version 3.1 and follows the view-paymentsession next to view-checkout")
+    func sessionFromFullOrder() async throws {
+        try await withTestNode(configure: { $0.payeeID = Self.payeeID }) { t in
+            let c = t.sessions
+            let r = try await c.createResponse(["paymentOrder": Self.fullOrder])
+            #expect(r.status == 201)
+            let id = try #require(try JSONValue.parse(r.body)["id"]?.stringValue)
+            let record = try #require(try t.node.store.session(id: id))
+            let orderID = try #require(record.paymentOrderID)
+            let upstream = try await upstreamOrder(t, orderID)
+            #expect(upstream.header("content-type")?.hasSuffix("version=3.1") == true)
+            let doc = try JSONValue.parse(upstream.body)
+            #expect(doc["paymentOrder"]?["orderItems"]?.arrayValue?.count == 1, "every member of the sample's order went upstream")
+            #expect(doc["paymentOrder"]?["riskIndicator"]?["pickUpAddress"]?["city"]?.stringValue == "Bro")
+            let view = doc["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "view-paymentsession" }?["href"]?.stringValue
+            #expect(record.viewHref == view)
+            // And the session runs to the instruments on that href.
+            let token = try #require(try JSONValue.parse(r.body)["clientToken"]?.stringValue)
+            let stream = try await c.stream(.init(id: id, token: token, streamUrl: "/v1/sessions/\(id)/stream"))
+            let fetched = try await stream.event(.paymentSessionFetched)
+            #expect(fetched["data"]?["availableInstruments"]?.arrayValue?.isEmpty == false)
+        }
+    }
+
+    @Test("answers are read in either spelling; a v2 answer has no PaymentSession")
+    func readsBothSpellings() throws {
+        // Seed 000's v2 answer.
+        let v2: JSONValue = ["paymentorder": ["id": "/psp/paymentorders/1"],
+                             "operations": [["rel": "view-paymentorder", "method": "GET", "href": "https://ecom.example/paymentmenu/x"],
+                                            ["rel": "update-paymentorder-setinstrument", "method": "PATCH", "href": "https://api.example/psp/paymentorders/1"]]]
+        let a = try MerchantAPI.PaymentOrderAnswer.read(v2).get()
+        #expect(a.id == "/psp/paymentorders/1" && !a.isV3 && a.viewPaymentSession == nil)
+        #expect(a.setInstrumentHref == "https://api.example/psp/paymentorders/1")
+        // A v2 answer spelled paymentOrder (what the sample backend reads even for v2).
+        let camel: JSONValue = ["paymentOrder": ["id": "/psp/paymentorders/2"],
+                                "operations": [["rel": "view-paymentorder", "method": "GET", "href": "https://ecom.example/paymentmenu/y"]]]
+        #expect((try? MerchantAPI.PaymentOrderAnswer.read(camel).get())?.id == "/psp/paymentorders/2")
+        // Seed 002's v3 answer.
+        let v3: JSONValue = ["paymentOrder": ["id": "/psp/paymentorders/3"],
+                             "operations": [["rel": "view-checkout", "method": "GET", "href": "https://ecom.example/checkout/z"],
+                                            ["rel": "view-paymentsession", "method": "GET", "href": "https://ecom.example/psp/paymentsessions/t"],
+                                            ["rel": "set-instrument", "method": "PATCH", "href": "https://api.example/psp/paymentorders/3"]]]
+        let b = try MerchantAPI.PaymentOrderAnswer.read(v3).get()
+        #expect(b.isV3 && b.viewPaymentSession == "https://ecom.example/psp/paymentsessions/t")
+        #expect(b.setInstrumentHref == "https://api.example/psp/paymentorders/3")
+        // Neither view operation: refused.
+        #expect((try? MerchantAPI.PaymentOrderAnswer.read(["paymentOrder": ["id": "x"], "operations": []]).get()) == nil)
+        // The ecom sibling of Swedbank Pay's API host serves view-paymentsession (seed 002).
+        #expect(SwedbankPayClient.hosts(servingSessionsFor: "api.externalintegration.payex.com")
+                == ["api.externalintegration.payex.com", "ecom.externalintegration.payex.com"])
+        #expect(SwedbankPayClient.hosts(servingSessionsFor: "127.0.0.1") == ["127.0.0.1"])
+    }
+}
