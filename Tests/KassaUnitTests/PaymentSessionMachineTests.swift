@@ -166,9 +166,32 @@ struct PaymentSessionMachineTests {
     func abortNotAllowed() throws {
         var m = fetched()
         _ = try m.command(.abort).get()
-        let effects = m.notAllowed(lastCall(m), problem: ["type": "…/operationnotallowed"])
+        let effects = m.conflict(lastCall(m), problem: ["type": "…/operationnotallowed"])
         #expect(pushes(effects) == ["SdkProblemOccurred"])
         #expect(calls(effects) == ["view-paymentsession"])
+    }
+
+    @Test("any 409 reads the session again, once; a 409 on a read, or a second one on the same call, is PaymentSessionAPIRequestFailed")
+    func conflicts() throws {
+        var m = fetched()
+        _ = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        let expand = lastCall(m)
+        let first = m.conflict(expand, problem: ["type": "https://api.payex.com/psp/errordetail/some-other-conflict"])
+        #expect(pushes(first).isEmpty)
+        #expect(calls(first) == ["view-paymentsession"], "any 409, whatever its type, makes the session read itself")
+        _ = m.received(Self.idle, for: lastCall(m))
+        #expect(lastCall(m).rel == "expand-method", "the re-read session offers the call again")
+        let second = m.conflict(lastCall(m), problem: .null)
+        #expect(pushes(second) == ["SdkProblemOccurred"], "no loop: the second 409 on the same call fails")
+        #expect(m.lastProblem?["type"]?.stringValue == "PaymentSessionAPIRequestFailed")
+        #expect(m.phase == .failed)
+
+        var n = fetched()
+        _ = try n.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        _ = n.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("get-payment", "GET")]]), for: lastCall(n))
+        _ = n.pollDue(1)
+        let onRead = n.conflict(lastCall(n), problem: .null)
+        #expect(pushes(onRead) == ["SdkProblemOccurred"], "a 409 on get-payment is not recovered by reading again")
     }
 
     @Test("an unknown end address is SdkProblemOccurred(PaymentSessionEndReached)")
@@ -234,14 +257,27 @@ struct PaymentSessionMachineTests {
         #expect(lastCall(m).body?["showConsentAffirmation"] == false)
     }
 
-    @Test("an upstream input error ends the attempt with SessionProblemOccurred")
-    func rejected() throws {
+    @Test("a 4xx other than 409 is SdkProblemOccurred(PaymentSessionAPIRequestFailed), retryable: retry repeats the refused call, or the client chooses again")
+    func refused() throws {
         var m = fetched()
         _ = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
-        let effects = m.rejected(lastCall(m), problem: ["type": "…/inputerror", "status": 400])
-        #expect(pushes(effects) == ["SessionProblemOccurred"])
-        #expect(m.phase == .awaitingInstrument)
-        #expect(throws: Never.self) { try m.command(.attempt(.swish(msisdn: nil))).get() }
+        _ = m.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("start-payment-attempt")]]), for: lastCall(m))
+        let start = lastCall(m)
+        #expect(start.rel == "start-payment-attempt")
+        let effects = m.failed(start, reason: "refused", status: 400, upstreamProblem: ["type": "…/inputerror", "status": 400])
+        #expect(pushes(effects) == ["SdkProblemOccurred"])
+        guard case .push(let event)? = effects.first else { return }
+        #expect(event.data["problem"]?["type"]?.stringValue == "PaymentSessionAPIRequestFailed")
+        #expect(event.data["problem"]?["status"]?.intValue == 400)
+        #expect(event.data["problem"]?["upstream"]?["type"]?.stringValue == "…/inputerror")
+        #expect(event.data["retryable"] == true)
+        #expect(m.phase == .failed)
+        var retrying = m
+        let retried = try retrying.command(.retry).get()
+        #expect(calls(retried) == ["start-payment-attempt"], "a refused call took no effect: retry sends it again")
+        // Or the payer fixes the number: a new attempt is taken after a refusal.
+        #expect(throws: Never.self) { try m.command(.attempt(.swish(msisdn: "+46739000002"))).get() }
+        #expect(m.phase == .attempting)
     }
 
     @Test("restored after a restart: an open challenge is not shown again, and its answer is taken while re-reading")
@@ -298,14 +334,29 @@ struct PaymentSessionMachineTests {
         #expect(pushes(reported) == ["SessionProblemOccurred"])
     }
 
-    @Test("an instrument the session stops offering mid-attempt is an internal inconsistency")
-    func internalInconsistency() throws {
+    @Test("an instrument the session stops offering mid-attempt, or an attempt with nothing left to do, is PaymentSessionEndReached")
+    func endStates() throws {
         var m = fetched()
         _ = try m.command(.attempt(.swish(msisdn: "+46739000001"))).get()
         let effects = m.received(Self.output([Self.op("abort-payment")], methods: ["CreditCard": []]), for: lastCall(m))
         #expect(pushes(effects) == ["SdkProblemOccurred"])
-        #expect(m.lastProblem?["type"]?.stringValue == "InternalInconsistencyError")
-        #expect(m.phase == .awaitingInstrument)
+        #expect(m.lastProblem?["type"]?.stringValue == "PaymentSessionEndReached")
+        #expect(m.phase == .ended)
+
+        var n = fetched()
+        _ = try n.command(.attempt(.swish(msisdn: "+46739000001"))).get()
+        let nothing = n.received(Self.output([Self.op("abort-payment")], methods: ["Swish": []]), for: lastCall(n))
+        #expect(pushes(nothing) == ["SdkProblemOccurred"])
+        #expect(n.lastProblem?["type"]?.stringValue == "PaymentSessionEndReached")
+    }
+
+    @Test("card calls take longer: start-payment-attempt on CreditCard and the authentication calls, as in the SDKs")
+    func longerCalls() {
+        #expect(SessionCall(rel: "start-payment-attempt", method: "POST", href: "h", paymentMethod: "CreditCard").takesLonger)
+        #expect(!SessionCall(rel: "start-payment-attempt", method: "POST", href: "h", paymentMethod: "Swish").takesLonger)
+        #expect(SessionCall(rel: "create-authentication", method: "POST", href: "h").takesLonger)
+        #expect(SessionCall(rel: "complete-authentication", method: "POST", href: "h").takesLonger)
+        #expect(!SessionCall(rel: "prepare-payment", method: "POST", href: "h").takesLonger)
     }
 
     @Test("instruments from the wire: valid shapes parse, bad MSISDNs and types are named")

@@ -15,16 +15,30 @@ public struct SessionCall: Sendable, Equatable {
     public var method: String
     public var href: String
     public var body: JSONValue?
+    /// The payment method whose operations listed it; nil for top-level ones.
+    public var paymentMethod: String?
 
-    public init(rel: String, method: String, href: String, body: JSONValue? = nil) {
+    public init(rel: String, method: String, href: String, body: JSONValue? = nil, paymentMethod: String? = nil) {
         self.rel = rel
         self.method = method
         self.href = href
         self.body = body
+        self.paymentMethod = paymentMethod
     }
 
     /// Only reads are repeated blindly; a POST may have taken effect.
     public var isIdempotent: Bool { method == "GET" }
+
+    /// The card calls the SDKs give 30 s instead of 10 s, and 30 s of retries instead of 20 s
+    /// (swedbank-pay-sdk-android mobilesdk/…/paymentsession/api/model/request/util/TimeOutUtil.kt;
+    /// swedbank-pay-sdk-ios SwedbankPaySDK/Classes/Api/SwedbankPayAPIEndpointRouter.swift).
+    public var takesLonger: Bool {
+        switch OperationRel(rawValue: rel) {
+        case .createAuthentication?, .completeAuthentication?, .attemptPayload?: return true
+        case .startPaymentAttempt?: return paymentMethod == "CreditCard"
+        default: return false
+        }
+    }
 }
 
 /// The server-side PaymentSession: a state machine with no I/O. It does what
@@ -111,8 +125,10 @@ public struct PaymentSessionMachine: Sendable {
     }
 
     struct Failure: Sendable, Equatable {
-        /// The call that failed; repeated by `retry` only when it is a read.
+        /// The call that failed; repeated by `retry` when it is a read, or when upstream refused
+        /// it (a 4xx: it did not take effect).
         var call: SessionCall?
+        var refused = false
         /// A 3-D Secure challenge that could not load: `retry` shows it again.
         var retryShowsChallenge = false
         var interrupted: State
@@ -147,6 +163,8 @@ public struct PaymentSessionMachine: Sendable {
     /// The client asked to abort; done before anything else once no call is in flight.
     var abortRequested = false
     var pollGeneration = 0
+    /// The rel of the call whose 409 made the session read itself again: a second 409 on it fails.
+    var conflictedRel: String?
     /// After a restart: the push types of the attempt the client was in (see `init(restoring:)`).
     var restoredAnnouncements: Set<String> = []
 
@@ -183,6 +201,7 @@ public struct PaymentSessionMachine: Sendable {
     /// An upstream call answered with a PaymentOutputModel.
     public mutating func received(_ output: PaymentOutput, for call: SessionCall) -> [Effect] {
         callInFlight = nil
+        if call.rel != OperationRel.viewPaymentSession.rawValue { conflictedRel = nil }
         latestInstruments = AvailableInstruments.from(output)
         // The prefills (saved cards, numbers) only feed the instrument list: not kept twice.
         self.output = output.withoutPrefills
@@ -194,33 +213,44 @@ public struct PaymentSessionMachine: Sendable {
         return decide()
     }
 
-    /// 409 operationnotallowed: like the SDKs, read the session again.
-    public mutating func notAllowed(_ call: SessionCall, problem: JSONValue) -> [Effect] {
+    /// Any 409: like the SDKs, read the session again, once (swedbank-pay-sdk-ios
+    /// SwedbankPaySDK/Classes/SwedbankPayPaymentSession.swift; swedbank-pay-sdk-android
+    /// mobilesdk/…/paymentsession/PaymentSession.kt). A refused abort is reported as
+    /// AbortPaymentNotAllowed first; a 409 on a read, or a second one on the same call, fails.
+    public mutating func conflict(_ call: SessionCall, problem: JSONValue) -> [Effect] {
         callInFlight = nil
+        let rel = OperationRel(rawValue: call.rel)
+        if rel == .getPayment || rel == .viewPaymentSession || conflictedRel == call.rel {
+            return failed(call, reason: "Swedbank Pay answered \(call.rel) with 409", status: 409, upstreamProblem: problem)
+        }
+        conflictedRel = call.rel
         var effects: [Effect] = []
-        if call.rel == OperationRel.abortPayment.rawValue {
+        if rel == .abortPayment {
             effects.append(.push(PushEvent(.sdkProblemOccurred, ["problem": [
                 "type": .string(SdkProblemType.abortPaymentNotAllowed.rawValue), "detail": "the payment can no longer be aborted", "retryable": false]])))
         }
         return effects + [issue(viewSession)]
     }
 
-    /// Another upstream problem (4xx): reported, and the attempt is over.
-    public mutating func rejected(_ call: SessionCall, problem: JSONValue) -> [Effect] {
+    /// The call failed: after its retries (network, 5xx, garbage), or refused by upstream with a
+    /// 4xx other than 409 (`status`, `upstreamProblem`). The SDKs report both as
+    /// PaymentSessionAPIRequestFailed, retryable; `retry` repeats a read or a refused call, and
+    /// reads the session instead of repeating a write that may have taken effect.
+    public mutating func failed(_ call: SessionCall, reason: String, status: Int? = nil, upstreamProblem: JSONValue? = nil) -> [Effect] {
         callInFlight = nil
-        lastProblem = problem
-        if !phase.isTerminal { state = .awaitingInstrument }
-        return [.push(PushEvent(.sessionProblemOccurred, ["problem": problem, "operation": .string(call.rel)]))]
-    }
-
-    /// The call failed after its retries (network, 5xx, garbage): the client may `retry`.
-    public mutating func failed(_ call: SessionCall, reason: String) -> [Effect] {
-        callInFlight = nil
-        state = .failed(Failure(call: call, interrupted: Self.resumable(state)))
-        let problem: JSONValue = ["type": .string(SdkProblemType.paymentSessionAPIRequestFailed.rawValue), "detail": .string(reason),
-                                  "operation": .string(call.rel), "retryable": true]
-        lastProblem = problem
-        return [.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": true]))]
+        let refused = status.map { (400..<500).contains($0) } ?? false
+        var interrupted = Self.resumable(state)
+        if refused, call.rel == OperationRel.startPaymentAttempt.rawValue, case .attempting(var attempt) = interrupted {
+            attempt.started = false
+            interrupted = .attempting(attempt)
+        }
+        state = .failed(Failure(call: call, refused: refused, interrupted: interrupted))
+        var problem: [String: JSONValue] = ["type": .string(SdkProblemType.paymentSessionAPIRequestFailed.rawValue), "detail": .string(reason),
+                                            "operation": .string(call.rel), "retryable": true]
+        if let status { problem["status"] = .number(Double(status)) }
+        if let upstreamProblem, upstreamProblem != .null { problem["upstream"] = upstreamProblem }
+        lastProblem = .object(problem)
+        return [.push(PushEvent(.sdkProblemOccurred, ["problem": .object(problem), "retryable": true]))]
     }
 
     public mutating func pollDue(_ generation: Int) -> [Effect] {
@@ -240,7 +270,7 @@ public struct PaymentSessionMachine: Sendable {
         case .attempt(let instrument):
             // A restored session may take the attempt while it re-reads the session upstream.
             let resuming = state == .starting && announced.instruments
-            guard state == .awaitingInstrument || resuming else {
+            guard state == .awaitingInstrument || resuming || afterRefusal else {
                 return .failure(Self.notAllowed("an attempt can start only when the session awaits an instrument (now \(phase.rawValue))"))
             }
             guard resuming || output?.method(instrument.paymentMethod) != nil else {
@@ -272,10 +302,10 @@ public struct PaymentSessionMachine: Sendable {
                 return .success(decide())
             }
             state = failure.interrupted
-            let call = failure.call.flatMap { $0.isIdempotent ? $0 : nil } ?? viewSession
+            let call = failure.call.flatMap { $0.isIdempotent || failure.refused ? $0 : nil } ?? viewSession
             return .success([issue(call)])
         case .fallback(let restrictTo):
-            guard state == .awaitingInstrument else {
+            guard state == .awaitingInstrument || afterRefusal else {
                 return .failure(Self.notAllowed("the payment menu can open only when the session awaits an instrument (now \(phase.rawValue))"))
             }
             state = .paymentMenu(MenuRequest(paymentMethod: nil, restrictTo: restrictTo?.isEmpty == true ? nil : restrictTo))
@@ -317,6 +347,12 @@ public struct PaymentSessionMachine: Sendable {
     mutating func issue(_ call: SessionCall) -> Effect {
         callInFlight = call
         return .call(call)
+    }
+
+    /// Upstream refused the last call (a 4xx): nothing took effect, so the client may also choose again.
+    var afterRefusal: Bool {
+        if case .failed(let failure) = state { return failure.refused }
+        return false
     }
 
     var currentAttempt: Attempt? {
@@ -441,17 +477,11 @@ public struct PaymentSessionMachine: Sendable {
                 state = .canceled
                 return effects + [.push(PushEvent(.paymentSessionCanceled))]
             }
-            state = .ended
-            lastProblem = ["type": .string(SdkProblemType.paymentSessionEndReached.rawValue), "detail": "the session ended at an address that is neither completeUrl nor cancelUrl"]
-            return effects + [.push(PushEvent(.sdkProblemOccurred, ["problem": lastProblem!, "retryable": false]))]
+            return effects + endReached("the session ended at an address that is neither completeUrl nor cancelUrl")
         }
         // 12. The chosen instrument's next step on its method.
         if let instrument = currentAttempt?.instrument, o.method(instrument.paymentMethod) == nil {
-            state = .awaitingInstrument
-            let problem: JSONValue = ["type": .string(SdkProblemType.internalInconsistencyError.rawValue),
-                                      "detail": .string("the session no longer offers \(instrument.paymentMethod)"), "retryable": false]
-            lastProblem = problem
-            return effects + [.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": false]))]
+            return effects + endReached("the session no longer offers \(instrument.paymentMethod)")
         }
         if var attempt = currentAttempt, let instrument = attempt.instrument {
             for rel in [OperationRel.expandMethod, .startPaymentAttempt] {
@@ -477,10 +507,26 @@ public struct PaymentSessionMachine: Sendable {
             announced.instruments = true
             state = .awaitingInstrument
             effects.append(.push(PushEvent(.paymentSessionFetched, ["availableInstruments": .array(availableInstruments)])))
-        } else if case .attempting(let attempt) = state, attempt.instrument == nil {
-            state = .awaitingInstrument
+        } else if case .attempting(let attempt) = state {
+            // An attempt upstream gives nothing more to do for: the SDKs' end state, unless this
+            // evaluation showed the client something. A restored attempt, whose instrument only
+            // upstream knew, just waits for the payer's choice.
+            if attempt.instrument == nil {
+                state = .awaitingInstrument
+            } else if effects.isEmpty {
+                return endReached("Swedbank Pay offers nothing more to do for this attempt")
+            }
         }
         return effects
+    }
+
+    /// PaymentSessionEndReached: nothing can act on the session any more (swedbank-pay-sdk-android
+    /// mobilesdk/…/paymentsession/SessionOperationHandler.kt, StepNotFound).
+    mutating func endReached(_ detail: String) -> [Effect] {
+        state = .ended
+        let problem: JSONValue = ["type": .string(SdkProblemType.paymentSessionEndReached.rawValue), "detail": .string(detail), "retryable": false]
+        lastProblem = problem
+        return [.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": false]))]
     }
 
     /// After a restart: treat what the client was already shown as shown.
@@ -503,7 +549,8 @@ public struct PaymentSessionMachine: Sendable {
     }
 
     func call(_ op: PaymentOutput.Operation, body: JSONValue? = nil) -> SessionCall {
-        SessionCall(rel: op.rel, method: op.method, href: op.href, body: op.method == "GET" ? nil : (body ?? .object([:])))
+        SessionCall(rel: op.rel, method: op.method, href: op.href, body: op.method == "GET" ? nil : (body ?? .object([:])),
+                    paymentMethod: op.paymentMethod)
     }
 
     /// The launch URL with `callbackurl` set to the payment url when it has none (as the SDKs do).

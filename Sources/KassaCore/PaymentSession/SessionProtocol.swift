@@ -58,7 +58,6 @@ public enum SdkProblemType: String, Sendable, CaseIterable {
     case paymentSession3DSecureLoadFailed = "PaymentSession3DSecureLoadFailed"
     case paymentSessionEndReached = "PaymentSessionEndReached"
     case abortPaymentNotAllowed = "AbortPaymentNotAllowed"
-    case internalInconsistencyError = "InternalInconsistencyError"
 }
 
 extension PaymentSessionMachine.Command {

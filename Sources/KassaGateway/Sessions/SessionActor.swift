@@ -207,8 +207,9 @@ actor SessionActor {
     private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall) async {
         switch outcome {
         case .output(let output): await run(machine.received(output, for: call))
-        case .notAllowed(let problem): await run(machine.notAllowed(call, problem: problem))
-        case .rejected(let problem): await run(machine.rejected(call, problem: problem))
+        case .conflict(let problem): await run(machine.conflict(call, problem: problem))
+        case .refused(let status, let problem, let reason):
+            await run(machine.failed(call, reason: reason, status: status, upstreamProblem: problem))
         case .failed(let reason): await run(machine.failed(call, reason: reason))
         }
     }

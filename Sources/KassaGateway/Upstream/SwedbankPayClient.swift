@@ -23,7 +23,13 @@ final class SwedbankPayClient: Sendable {
         var sessionID: String?
         /// A payment order API version to ask for in the media types; nil: plain JSON (the SDKs' way).
         var version: PaymentOrderVersion? = nil
+        /// The exchange's time limit; nil: the configured one.
+        var timeoutMs: Int? = nil
     }
+
+    /// Card calls (`SessionCall.takesLonger`) get three times the time of the others and half as
+    /// long again to retry: 30 s and 30 s with the defaults, as in the SDKs.
+    static let longerCallTimeoutFactor = 3
 
     private let configuration: GatewayConfiguration
     private let http: UpstreamClient
@@ -101,7 +107,7 @@ final class SwedbankPayClient: Sendable {
             do {
                 result = .success(try await http.send(UpstreamRequest(
                     method: call.method, url: call.url, headers: headers, body: bodyBytes,
-                    connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: configuration.upstreamTimeoutMs)))
+                    connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: call.timeoutMs ?? configuration.upstreamTimeoutMs)))
             } catch {
                 result = .failure(error)
             }
@@ -145,10 +151,13 @@ final class SwedbankPayClient: Sendable {
             return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
         }
         let started = ContinuousClock.now
+        var retryPolicy = configuration.sessionRetry
+        if call.takesLonger { retryPolicy.deadlineMs += retryPolicy.deadlineMs / 2 }
         var retry = 0
         while true {
             let (result, document) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
-                                                     traceID: traceID, sessionID: sessionID))
+                                                     traceID: traceID, sessionID: sessionID,
+                                                     timeoutMs: call.takesLonger ? configuration.upstreamTimeoutMs * Self.longerCallTimeoutFactor : nil))
             let reason: String
             var neverSent = false
             switch result {
@@ -156,12 +165,14 @@ final class SwedbankPayClient: Sendable {
                 if (200..<300).contains(response.status) {
                     if let document, let output = PaymentOutput.parse(document) { return .output(output) }
                     reason = "Swedbank Pay answered \(call.rel) with a body that is not a payment session"
-                } else if response.status == 409, document?["type"]?.stringValue == Self.operationNotAllowed {
-                    return .notAllowed(document ?? .null)
+                } else if response.status == 409 {
+                    // Any 409, whatever its type: the session reads itself again (the SDKs' rule).
+                    return .conflict(document ?? .null)
                 } else if (400..<500).contains(response.status) {
-                    if let document, document["type"]?.stringValue != nil { return .rejected(document) }
-                    return .rejected(["type": "PaymentSessionAPIRequestFailed", "status": .number(Double(response.status)),
-                                      "detail": .string("Swedbank Pay refused \(call.rel) with \(response.status)")])
+                    // Refused: not retried, nothing took effect; reported as the SDKs do (PaymentSessionAPIRequestFailed).
+                    let type = document?["type"]?.stringValue.map { " (\($0))" } ?? ""
+                    return .refused(status: response.status, problem: document?["type"] != nil ? document : nil,
+                                    reason: "Swedbank Pay refused \(call.rel) with \(response.status)\(type)")
                 } else {
                     reason = "Swedbank Pay answered \(call.rel) with \(response.status)"
                 }
@@ -172,7 +183,7 @@ final class SwedbankPayClient: Sendable {
             let elapsed = started.duration(to: .now)
             let elapsedMs = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
             guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
-                  let delay = configuration.sessionRetry.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
+                  let delay = retryPolicy.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
             else {
                 eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
                                          summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"), traceID: traceID,
@@ -252,7 +263,9 @@ final class SwedbankPayClient: Sendable {
 /// What happened to an upstream call, as the session machine needs to know it.
 enum SessionCallOutcome: Sendable {
     case output(PaymentOutput)
-    case notAllowed(JSONValue)
-    case rejected(JSONValue)
+    /// A 409 with its body.
+    case conflict(JSONValue)
+    /// Another 4xx, with its problem document when it had one.
+    case refused(status: Int, problem: JSONValue?, reason: String)
     case failed(String)
 }
