@@ -20,6 +20,7 @@ struct PaymentSessionMachineTests {
         let names = ["Swish", "CreditCard", "ApplePay", "GooglePay", "Vipps"].filter { methods[$0] != nil }
         let doc: JSONValue = [
             "paymentSession": [
+                "culture": "nb-NO",
                 "urls": ["completeUrl": .string(complete), "cancelUrl": .string(cancel), "paymentUrl": "https://m.example/pay"],
                 "methods": .array(names.map { name in
                     ["paymentMethod": .string(name), "operations": .array(methods[name]!),
@@ -75,6 +76,7 @@ struct PaymentSessionMachineTests {
         let expanded = m.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("start-payment-attempt")]]), for: lastCall(m))
         #expect(calls(expanded) == ["start-payment-attempt"])
         #expect(lastCall(m).body?["msisdn"]?.stringValue == "+46739000001")
+        #expect(lastCall(m).body?["culture"]?.stringValue == "nb-NO", "the session's culture, never a fixed one")
         let started = m.received(Self.output([Self.op("abort-payment")], methods: ["Swish": [Self.op("get-payment", "GET")]]), for: lastCall(m))
         guard case .schedulePoll(let ms, let generation)? = started.last else { Issue.record("expected a poll"); return }
         #expect(ms == 2_000)
@@ -255,6 +257,8 @@ struct PaymentSessionMachineTests {
         #expect(calls(effects) == ["customize-payment"])
         #expect(lastCall(m).body?["hideStoredPaymentOptions"] == true)
         #expect(lastCall(m).body?["showConsentAffirmation"] == false)
+        #expect(lastCall(m).body?["restrictToPaymentMethods"] == .null, "the SDKs send no restriction list for a new card")
+        #expect(lastCall(m).body?["paymentMethod"]?.stringValue == "CreditCard")
     }
 
     @Test("a 4xx other than 409 is SdkProblemOccurred(PaymentSessionAPIRequestFailed), retryable: retry repeats the refused call, or the client chooses again")

@@ -58,6 +58,8 @@ public struct PaymentOutput: Sendable, Equatable {
     public var cancelUrl: String?
     public var paymentUrl: String?
     public var instrumentModePaymentMethod: String?
+    /// The session's culture, which the SDKs send back with each attempt.
+    public var culture: String?
 
     /// The same output without the methods' prefills.
     public var withoutPrefills: PaymentOutput {
@@ -101,7 +103,8 @@ public struct PaymentOutput: Sendable, Equatable {
                              methods: methods, problem: problem,
                              completeUrl: urls?["completeUrl"]?.stringValue, cancelUrl: urls?["cancelUrl"]?.stringValue,
                              paymentUrl: urls?["paymentUrl"]?.stringValue,
-                             instrumentModePaymentMethod: session?["instrumentModePaymentMethod"]?.stringValue)
+                             instrumentModePaymentMethod: session?["instrumentModePaymentMethod"]?.stringValue,
+                             culture: session?["culture"]?.stringValue)
     }
 
     static func parseExpectations(_ value: JSONValue?) -> [Expectation] {

@@ -279,7 +279,8 @@ public struct PaymentSessionMachine: Sendable {
             }
             lastProblem = nil
             if case .newCreditCard(let consent) = instrument {
-                state = .paymentMenu(MenuRequest(paymentMethod: "CreditCard", restrictTo: ["CreditCard"], newCard: consent))
+                // As the SDKs customize for a new card: CreditCard, no restriction list, stored cards hidden.
+                state = .paymentMenu(MenuRequest(paymentMethod: "CreditCard", restrictTo: nil, newCard: consent))
             } else {
                 state = .attempting(Attempt(instrument: instrument))
             }
@@ -419,7 +420,9 @@ public struct PaymentSessionMachine: Sendable {
                 state = .paymentMenu(menu)
                 effects.append(.push(PushEvent(.showPaymentMenu, [
                     "url": .string(view.href),
-                    "restrictedToInstruments": menu.restrictTo.map { .array($0.map { .string($0) }) } ?? .null])))
+                    // The client is told what the menu shows: cards only, for a new card.
+                    "restrictedToInstruments": (menu.restrictTo ?? (menu.newCard != nil ? ["CreditCard"] : nil))
+                        .map { .array($0.map { .string($0) }) } ?? .null])))
             }
         }
         // 5. The chosen instrument's start-payment-attempt.
@@ -427,7 +430,7 @@ public struct PaymentSessionMachine: Sendable {
            let start = o.operation(.startPaymentAttempt, method: instrument.paymentMethod) {
             attempt.started = true
             state = .attempting(attempt)
-            return effects + [issue(call(start, body: Self.attemptBody(instrument)))]
+            return effects + [issue(call(start, body: Self.attemptBody(instrument, culture: o.culture)))]
         }
         // 6. An app to launch (Swish local start): tell the client once.
         for op in o.candidates {
@@ -491,7 +494,7 @@ public struct PaymentSessionMachine: Sendable {
                         state = .attempting(attempt)
                     }
                     return effects + [issue(call(op, body: rel == .expandMethod ? ["paymentMethod": .string(instrument.paymentMethod)]
-                                                                                    : Self.attemptBody(instrument)))]
+                                                                                    : Self.attemptBody(instrument, culture: o.culture)))]
                 }
             }
         }
@@ -569,8 +572,10 @@ public struct PaymentSessionMachine: Sendable {
         "presentationSdk": ["name": "Kassa", "version": .string(KassaVersion.string)],
     ]
 
-    static func attemptBody(_ instrument: Instrument) -> JSONValue {
-        var body: [String: JSONValue] = ["culture": "sv-SE", "client": clientInfo]
+    /// `culture` is the session's own, as the SDKs send it (swedbank-pay-sdk-ios
+    /// SwedbankPaySDK/Classes/SwedbankPayPaymentSession.swift; null when the session has none).
+    static func attemptBody(_ instrument: Instrument, culture: String?) -> JSONValue {
+        var body: [String: JSONValue] = ["culture": culture.map { .string($0) } ?? .null, "client": clientInfo]
         switch instrument {
         case .swish(let msisdn?): body["msisdn"] = .string(msisdn)
         case .creditCard(let token): body["paymentToken"] = .string(token)
