@@ -166,7 +166,7 @@ struct ContractTests {
                              "operations": [["rel": "view-paymentorder", "method": "GET", "href": "https://ecom.example/paymentmenu/x"],
                                             ["rel": "update-paymentorder-setinstrument", "method": "PATCH", "href": "https://api.example/psp/paymentorders/1"]]]
         let a = try MerchantAPI.PaymentOrderAnswer.read(v2).get()
-        #expect(a.id == "/psp/paymentorders/1" && !a.isV3 && a.viewPaymentSession == nil)
+        #expect(a.id == "/psp/paymentorders/1" && a.viewPaymentSession == nil)
         #expect(a.setInstrumentHref == "https://api.example/psp/paymentorders/1")
         // A v2 answer spelled paymentOrder (what the sample backend reads even for v2).
         let camel: JSONValue = ["paymentOrder": ["id": "/psp/paymentorders/2"],
@@ -178,7 +178,7 @@ struct ContractTests {
                                             ["rel": "view-paymentsession", "method": "GET", "href": "https://ecom.example/psp/paymentsessions/t"],
                                             ["rel": "set-instrument", "method": "PATCH", "href": "https://api.example/psp/paymentorders/3"]]]
         let b = try MerchantAPI.PaymentOrderAnswer.read(v3).get()
-        #expect(b.isV3 && b.viewPaymentSession == "https://ecom.example/psp/paymentsessions/t")
+        #expect(b.viewPaymentSession == "https://ecom.example/psp/paymentsessions/t")
         #expect(b.setInstrumentHref == "https://api.example/psp/paymentorders/3")
         // Neither view operation: refused.
         #expect((try? MerchantAPI.PaymentOrderAnswer.read(["paymentOrder": ["id": "x"], "operations": []]).get()) == nil)

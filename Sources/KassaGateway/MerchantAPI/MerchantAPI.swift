@@ -112,7 +112,6 @@ extension MerchantAPI {
         struct Refusal: Error { var reason: String }
 
         var id: String
-        var isV3: Bool
         var setInstrumentHref: String?
         var viewPaymentSession: String?
 
@@ -120,8 +119,7 @@ extension MerchantAPI {
         /// (seed 000), with `view-checkout` (v3) or `view-paymentorder` (v2), as
         /// swedbank-pay-sdk-android mobilesdk-merchantbackend/…/MerchantBackendConfiguration.kt reads them.
         static func read(_ document: JSONValue) -> Result<PaymentOrderAnswer, Refusal> {
-            let viewCheckout = MerchantAPI.operation(document, rel: "view-checkout")
-            guard viewCheckout != nil || MerchantAPI.operation(document, rel: "view-paymentorder") != nil else {
+            guard MerchantAPI.operation(document, rel: "view-checkout") != nil || MerchantAPI.operation(document, rel: "view-paymentorder") != nil else {
                 return .failure(Refusal(reason: "the Swedbank Pay answer holds neither view-checkout nor view-paymentorder"))
             }
             guard let id = (document["paymentOrder"] ?? document["paymentorder"])?["id"]?.stringValue else {
@@ -129,8 +127,7 @@ extension MerchantAPI {
             }
             let setInstrument = MerchantAPI.operation(document, rel: "set-instrument") ?? MerchantAPI.operation(document, rel: "update-paymentorder-setinstrument")
             return .success(PaymentOrderAnswer(
-                id: id, isV3: viewCheckout != nil || document["paymentOrder"] != nil,
-                setInstrumentHref: setInstrument?["href"]?.stringValue,
+                id: id, setInstrumentHref: setInstrument?["href"]?.stringValue,
                 viewPaymentSession: MerchantAPI.operation(document, rel: "view-paymentsession")?["href"]?.stringValue))
         }
     }
@@ -198,7 +195,7 @@ extension MerchantAPI {
                                        traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))
         if recorded.setInstrumentHref != nil {
-            response = Self.addMobileSDK(response, payeeReference: payeeReference)
+            response = Self.addMobileSDK(response, document: parsed, payeeReference: payeeReference)
         }
         return CreatedPaymentOrder(response: response, payeeReference: payeeReference, paymentOrderID: recorded.id,
                                    viewPaymentSession: recorded.viewPaymentSession)
@@ -231,7 +228,7 @@ extension MerchantAPI {
                                                      url: href, body: input.document, traceID: context.traceID,
                                                      version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         let response = try forward(result, parsed) { _ in nil }
-        return Self.addMobileSDK(response, payeeReference: reference)
+        return Self.addMobileSDK(response, document: parsed, payeeReference: reference)
     }
 
     /// `PATCH …/patch {"href", "paymentorder": {"operation": "SetInstrument" | "Abort", …}}`: how the
@@ -361,8 +358,9 @@ extension MerchantAPI {
     /// Adds the instrument-mode `mobileSDK` member (seed 000) to a payment order answer. The
     /// upstream bytes are kept as they came (member order, numbers): the member is spliced in
     /// before the closing brace.
-    static func addMobileSDK(_ response: HTTPResponse, payeeReference: String) -> HTTPResponse {
-        guard let document = try? JSONValue.parse(response.body), case .object = document,
+    /// `document`: the body as `forward` already parsed it.
+    static func addMobileSDK(_ response: HTTPResponse, document: JSONValue?, payeeReference: String) -> HTTPResponse {
+        guard let document, case .object = document,
               let close = response.body.lastIndex(of: UInt8(ascii: "}")) else { return response }
         let instruments = (document["paymentOrder"] ?? document["paymentorder"])?["availableInstruments"] ?? .array([])
         let member: JSONValue = ["validInstruments": instruments,

@@ -173,7 +173,7 @@ public final class KassaMetrics: Sendable {
 
     /// Operation labels are bounded: the PaymentSession rels, the Merchant API's upstream calls, and readiness.
     static let operations = Set(OperationRel.allCases.map(\.rawValue)).union(
-        ["initiate-consumer-session", "create-paymentorder", "update-paymentorder-setinstrument", "readiness"])
+        ["initiate-consumer-session", "create-paymentorder", "update-paymentorder-setinstrument", "set-instrument", "abort", "readiness"])
 
     static func boundedOperation(_ operation: String) -> String { operations.contains(operation) ? operation : "other" }
 

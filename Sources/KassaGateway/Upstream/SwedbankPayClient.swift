@@ -12,7 +12,6 @@ import Synchronization
 final class SwedbankPayClient: Sendable {
     /// Largest body excerpt kept in the event log.
     static let loggedBodyLimit = 4_096
-    static let operationNotAllowed = "https://api.payex.com/psp/errordetail/paymentsessions/operationnotallowed"
 
     struct Call {
         var operation: String
@@ -152,12 +151,15 @@ final class SwedbankPayClient: Sendable {
         }
         let started = ContinuousClock.now
         var retryPolicy = configuration.sessionRetry
-        if call.takesLonger { retryPolicy.deadlineMs += retryPolicy.deadlineMs / 2 }
+        var timeoutMs: Int?
+        if call.takesLonger {
+            retryPolicy.deadlineMs += retryPolicy.deadlineMs / 2
+            timeoutMs = configuration.upstreamTimeoutMs * Self.longerCallTimeoutFactor
+        }
         var retry = 0
         while true {
             let (result, document) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
-                                                     traceID: traceID, sessionID: sessionID,
-                                                     timeoutMs: call.takesLonger ? configuration.upstreamTimeoutMs * Self.longerCallTimeoutFactor : nil))
+                                                     traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs))
             let reason: String
             var neverSent = false
             switch result {
