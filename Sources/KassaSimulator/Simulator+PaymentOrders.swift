@@ -197,17 +197,21 @@ extension Simulator {
         let culture = p.order["language"]?.stringValue ?? "sv-SE"
         var operations: [JSONValue]
         if p.version.isV3 {
-            // v3: seed 002 (view-checkout and view-paymentsession); set-instrument in instrument mode
-            // (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPaySDK+Extensions/Operation.swift); abort
-            // (swedbank-pay-sdk-mobile-example-merchant examples/node.js/tests/patch.test.js); redirect-checkout
-            // (developer.swedbankpay.com checkout-v3/get-started/display-payment-ui).
+            // v3: seed 002 (view-paymentsession next to view-checkout; its href carries a `_tc_tid`
+            // tracking id and its contentType is application/javascript, as the seed prints it);
+            // set-instrument in instrument mode (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/
+            // SwedbankPaySDK+Extensions/Operation.swift); abort (swedbank-pay-sdk-mobile-example-merchant
+            // examples/node.js/tests/patch.test.js); redirect-checkout and the view-checkout script's
+            // path (developer.swedbankpay.com checkout-v3/get-started/display-payment-ui; no SDK reads
+            // more of them than the rel).
+            let trackingID = String(p.token.prefix(32))
             operations = [
                 ["method": "GET", "rel": "redirect-checkout", "contentType": "text/html",
-                 "href": .string("\(base)/checkout/\(p.token)")],
+                 "href": .string("\(base)/checkout/\(p.token)?_tc_tid=\(trackingID)")],
                 ["method": "GET", "rel": "view-checkout", "contentType": "application/javascript",
-                 "href": .string("\(base)/checkout/client/\(p.token)?culture=\(culture)")],
-                ["method": "GET", "rel": "view-paymentsession", "contentType": "application/json",
-                 "href": .string("\(base)/psp/paymentsessions/\(p.sessionToken)")],
+                 "href": .string("\(base)/checkout/client/\(p.token)?culture=\(culture)&_tc_tid=\(trackingID)")],
+                ["method": "GET", "rel": "view-paymentsession", "contentType": "application/javascript",
+                 "href": .string("\(base)/psp/paymentsessions/\(p.sessionToken)?_tc_tid=\(trackingID)")],
                 ["method": "PATCH", "rel": "abort", "contentType": "application/json", "href": .string("\(base)\(p.path)")],
             ]
             if p.instrument != nil {
