@@ -89,11 +89,33 @@ public enum PaymentURLHelper {
         return out
     }
 
-    /// `intent://host/path?query#Intent;scheme=https;action=…;package=…;end;`
-    public static func androidIntentURL(host: String, path: String, query: [(name: String, value: String)],
+    /// `intent://host/path?query#Intent;scheme=…;action=…;package=…;end;`.
+    /// The Android SDK compares the returning URL with its paymentUrl as a
+    /// string, so the query must come back exactly as the SDK wrote it; the
+    /// edge only has the decoded parameters, so they are encoded again the way
+    /// the SDK's OkHttp `addQueryParameter` encodes them.
+    public static func androidIntentURL(scheme: String, host: String, path: String, query: [(name: String, value: String)],
                                         package: String) -> String {
-        let q = encodeQuery(query)
-        return "intent://\(host)\(path)\(q.isEmpty ? "" : "?" + q)#Intent;scheme=https;action=\(androidAction);package=\(package);end;"
+        let q = query.map { okHttpQueryComponent($0.name) + "=" + okHttpQueryComponent($0.value) }.joined(separator: "&")
+        return "intent://\(host)\(path)\(q.isEmpty ? "" : "?" + q)#Intent;scheme=\(scheme);action=\(androidAction);package=\(package);end;"
+    }
+
+    /// OkHttp's query component encoding (`HttpUrl.QUERY_COMPONENT_ENCODE_SET`,
+    /// with `+` written as `%2B`): these bytes, controls and non-ASCII are
+    /// percent-encoded with upper-case hex, everything else stays.
+    static let okHttpQueryEncoded = Set(" !\"#$&'(),/:;<=>?@[]\\^`{|}~+%".utf8)
+
+    public static func okHttpQueryComponent(_ s: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for b in s.utf8 {
+            if b < 0x20 || b >= 0x7F || okHttpQueryEncoded.contains(b) {
+                out.append(UInt8(ascii: "%")); out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 0xF)])
+            } else {
+                out.append(b)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     public static func androidPage(intentURL: String) -> String {

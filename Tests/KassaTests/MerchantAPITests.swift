@@ -237,6 +237,22 @@ struct MerchantAPITests {
         #expect(r.text.contains(#"<meta http-equiv="refresh" content="0;url=\#(expected)">"#))
         #expect(r.text.contains(#"<a href="\#(expected)">"#))
 
+        // The SDK compares the URL it gets back with its paymentUrl as a string.
+        // These ids are written as OkHttp's addQueryParameter writes them
+        // (swedbank-pay-sdk-android mobilesdk/…/PaymentOrderUrls.kt buildPaymentUrl):
+        // `:` `+` space `~` `'` `%` and non-ASCII encoded, `*` `-` `.` `_` kept.
+        for id in ["a%3Ab", "a%2Bb", "a%20b", "a%7Eb", "a%27b", "100%25", "%C3%A5*-._"] {
+            let query = "package=your.ecom.app&id=" + id
+            let page = try await client.send(UpstreamRequest(url: t.base + "/swedbank-pay-mobile/sdk-callback/android-intent?" + query))
+            #expect(page.status == 200)
+            #expect(page.text.contains("/android-intent?package=your.ecom.app&amp;id=\(id)#Intent;"), "\(id)")
+        }
+        // A public http URL (development) keeps its scheme, so the strings still match.
+        let plain = try TestNode { $0.publicBaseURL = "http://shop.example:8080" }
+        let local = try await client.send(UpstreamRequest(url: plain.base + "/swedbank-pay-mobile/sdk-callback/android-intent?package=a.b&id=1"))
+        #expect(local.text.contains("intent://shop.example:8080/swedbank-pay-mobile/sdk-callback/android-intent?package=a.b&amp;id=1#Intent;scheme=http;"))
+        await plain.stop()
+
         for bad in ["package=", "package=not%20a%20package", "package=com.x%22%3E%3Cscript%3E", "id=1",
                     "package=a.b&x=" + String(repeating: "y", count: 3000)] {
             let refused = try await client.send(UpstreamRequest(url: t.base + "/swedbank-pay-mobile/sdk-callback/android-intent?" + bad))

@@ -272,7 +272,8 @@ extension MerchantAPI {
             throw MerchantProblem.badRequest("package", "must be an Android package name such as com.example.app")
         }
         guard let host = publicHost(request) else { throw MerchantProblem.badRequest("Host", "is missing or not a host name") }
-        let intent = PaymentURLHelper.androidIntentURL(host: host, path: request.path, query: request.query, package: package)
+        let intent = PaymentURLHelper.androidIntentURL(scheme: publicScheme, host: host, path: request.path,
+                                                       query: request.query, package: package)
         return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
                             headers: [("cache-control", "no-store"), ("referrer-policy", "no-referrer")],
                             body: Array(PaymentURLHelper.androidPage(intentURL: intent).utf8))
@@ -310,6 +311,10 @@ extension MerchantAPI {
     // MARK: Helpers
 
     /// The host payment urls are built on: the configured public URL's, else the request's Host header.
+    /// The scheme the app's paymentUrl was written with: the public URL's, or
+    /// https (what Swedbank Pay requires of a production paymentUrl).
+    var publicScheme: String { configuration.publicBaseURL.hasPrefix("http://") ? "http" : "https" }
+
     func publicHost(_ request: HTTPRequest) -> String? {
         if !configuration.publicBaseURL.isEmpty {
             let trimmed = configuration.publicBaseURL.replacingOccurrences(of: "https://", with: "").replacingOccurrences(of: "http://", with: "")
