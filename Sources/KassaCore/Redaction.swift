@@ -8,11 +8,12 @@
 public enum Redaction {
     public static let placeholder = "[redacted]"
 
-    /// Member names (compared lower-cased) whose values are secrets.
+    /// Member names (compared lower-cased) whose values are secrets, or single out a payer's
+    /// device (a user agent is a fingerprint; the session's platform is logged instead).
     static let secretKeys: Set<String> = [
         "token", "clienttoken", "accesstoken", "paymenttoken", "authorization", "apikey", "api-key",
         "your-api-key", "x-api-key", "admintoken", "password", "secret", "cvc", "cvv", "cardnumber", "pan",
-        "expirydate", "expirymonth", "expiryyear", "recurrencetoken", "unscheduledtoken",
+        "expirydate", "expirymonth", "expiryyear", "recurrencetoken", "unscheduledtoken", "useragent",
     ]
     /// Member names whose values are personal data kept only as a suffix.
     static let suffixKeys: Set<String> = ["msisdn", "phone", "phonenumber", "mobilenumber"]

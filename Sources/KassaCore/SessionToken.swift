@@ -15,11 +15,14 @@ public struct SessionToken: Sendable, Equatable {
     public var href: String
     /// Unix seconds after which the token is refused.
     public var expiresAt: Int64
+    /// The client's device as given at creation, so a node that picks the session up sends the same.
+    public var device: ClientDevice?
 
-    public init(sessionID: String, href: String, expiresAt: Int64) {
+    public init(sessionID: String, href: String, expiresAt: Int64, device: ClientDevice? = nil) {
         self.sessionID = sessionID
         self.href = href
         self.expiresAt = expiresAt
+        self.device = device
     }
 
     /// The parts readable without a key: enough to refuse an old-format or expired token early.
@@ -28,10 +31,12 @@ public struct SessionToken: Sendable, Equatable {
         public var expiresAt: Int64
     }
 
-    public static func issue(sessionID: String, href: String, expiresAt: Int64, keys: TokenKeys) -> String {
+    public static func issue(sessionID: String, href: String, expiresAt: Int64, device: ClientDevice? = nil, keys: TokenKeys) -> String {
         let key = keys.sealing
         let head = "\(version).\(key.id).\(expiresAt)"
-        let payload = JSONValue.object(["s": .string(sessionID), "h": .string(href)]).bytes
+        var claims: [String: JSONValue] = ["s": .string(sessionID), "h": .string(href)]
+        if let device { claims["c"] = device.json }
+        let payload = JSONValue.object(claims).bytes
         // Sealing with a fresh random nonce cannot fail for a 32-byte key.
         let box = try! ChaChaPoly.seal(payload, using: key.key, authenticating: Array(head.utf8))
         return head + "." + Base64URL.encode(Array(box.combined))
@@ -42,7 +47,7 @@ public struct SessionToken: Sendable, Equatable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == version, parts[1].count == TokenKeys.keyIDLength,
               parts[2].utf8.count <= 12, parts[2].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              let expiry = Int64(parts[2]), parts[3].utf8.count <= 4096 else { return nil }
+              let expiry = Int64(parts[2]), parts[3].utf8.count <= 8192 else { return nil }
         return Header(keyID: String(parts[1]), expiresAt: expiry)
     }
 
@@ -56,7 +61,8 @@ public struct SessionToken: Sendable, Equatable {
               let plain = try? ChaChaPoly.open(box, using: key, authenticating: Array(head.utf8)),
               let payload = try? JSONValue.parse(Array(plain)),
               let id = payload["s"]?.stringValue, let href = payload["h"]?.stringValue else { return nil }
-        return SessionToken(sessionID: id, href: href, expiresAt: header.expiresAt)
+        let device = payload["c"].flatMap { try? ClientDevice.parse($0).get() }
+        return SessionToken(sessionID: id, href: href, expiresAt: header.expiresAt, device: device)
     }
 }
 
@@ -106,6 +112,23 @@ public struct TokenKeys: Sendable {
     }
 
     func key(id: String) -> SymmetricKey? { all.first { $0.id == id }?.key }
+
+    /// `<key id>.<sealed>`: a value kept at rest that may describe a person (a client's
+    /// device), sealed with the token key; `purpose` is authenticated, so a value sealed for
+    /// one use opens for no other (and never as a token).
+    public func seal(_ plain: [UInt8], purpose: String) -> String {
+        let box = try! ChaChaPoly.seal(plain, using: sealing.key, authenticating: Array("kassa at rest: \(purpose)".utf8))
+        return sealing.id + "." + Base64URL.encode(Array(box.combined))
+    }
+
+    /// The plain bytes, or nil when no key of ours sealed it for this purpose.
+    public func open(_ sealed: String, purpose: String) -> [UInt8]? {
+        let parts = sealed.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let key = key(id: String(parts[0])), let combined = Base64URL.decode(String(parts[1])),
+              let box = try? ChaChaPoly.SealedBox(combined: combined),
+              let plain = try? ChaChaPoly.open(box, using: key, authenticating: Array("kassa at rest: \(purpose)".utf8)) else { return nil }
+        return Array(plain)
+    }
 }
 
 /// Digests from swift-crypto, as hex.

@@ -50,7 +50,7 @@ enum FuzzTarget: String, CaseIterable {
             if SessionToken.open(text, keys: fuzzTokenKeys) != nil { fatalError("a forged token opened: \(text)") }
         case .paymentoutput:
             if let document = try? JSONValue.parse(bytes), let output = PaymentOutput.parse(document) {
-                _ = AvailableInstruments.from(output)
+                _ = AvailableInstruments.from(output, device: ClientDevice())
                 var machine = PaymentSessionMachine(sessionURL: "https://sim.example/psp/paymentsessions/x")
                 _ = machine.start()
                 _ = machine.received(output, for: SessionCall(rel: "view-paymentsession", method: "GET", href: "https://sim.example/psp/paymentsessions/x"))

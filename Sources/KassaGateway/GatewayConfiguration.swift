@@ -48,6 +48,8 @@ public struct GatewayConfiguration: Sendable {
     /// share them can pick up each other's sessions; by default each process draws its own, and
     /// its tokens work only on it. Each must be at least 32 bytes with 8 distinct characters.
     public var clusterSecrets = [Secrets.randomHex(bytes: 32)]
+    /// Post the SDKs' beacons to a session's `event-logging` operation when it offers one.
+    public var eventLogging = true
     /// Seconds a client token is valid after its session was created.
     public var clientTokenMaxAgeSeconds = 86_400
 

@@ -223,6 +223,33 @@ extension Simulator {
         }
     }
 
+    /// A beacon, shaped as swedbank-pay-sdk-android posts it (mobilesdk/src/main/java/com/swedbankpay/
+    /// mobilesdk/logging/model/BeaconInput.kt, EventAction.kt): 204 with no body, as BeaconService.kt
+    /// expects; a malformed one gets the input error a strict API would give.
+    func eventLogging(_ c: RequestContext) -> HTTPResponse {
+        let token = c.parameters["token"] ?? ""
+        guard state.withLock({ $0.sessions[token] != nil }) else { return SwedbankProblem.notFound("paymentsessions", "Payment session") }
+        guard let body = try? JSONValue.parse(c.request.body) else {
+            return SwedbankProblem.inputError("paymentsessions", [("body", "must be a JSON object")])
+        }
+        var problems: [(String, String)] = []
+        if !["ClientEvent", "ClientSla", "RemoteSla"].contains(body["type"]?.stringValue ?? "") {
+            problems.append(("type", "must be ClientEvent, ClientSla or RemoteSla"))
+        }
+        if body["service"]?["name"]?.stringValue == nil { problems.append(("service.name", "is required")) }
+        if body["client"]?["userAgent"]?.stringValue == nil { problems.append(("client.userAgent", "is required")) }
+        if body["event"]?["created"]?.stringValue == nil { problems.append(("event.created", "is required")) }
+        let action = body["event"]?["action"]?.stringValue ?? ""
+        if !Self.beaconActions.contains(action) { problems.append(("event.action", "is not a known action")) }
+        if action == "HttpRequest", body["http"]?["requestUrl"]?.stringValue == nil { problems.append(("http.requestUrl", "is required")) }
+        if action.hasPrefix("SDK"), body["method"]?["name"]?.stringValue == nil { problems.append(("method.name", "is required")) }
+        guard problems.isEmpty else { return SwedbankProblem.inputError("paymentsessions", problems) }
+        return HTTPResponse(status: 204)
+    }
+
+    static let beaconActions: Set<String> = ["SDKMethodInvoked", "SDKCallbackInvoked", "HttpRequest", "LaunchClientApp",
+                                             "ClientAppCallback", "SCAMethodRequest", "SCARedirectResult"]
+
     static func notAllowed(_ operation: String) -> HTTPResponse {
         let problem: JSONValue = [
             "type": .string(SessionProblemType.operationNotAllowed), "title": "Operation not allowed", "status": 409,

@@ -20,7 +20,7 @@ extension Simulator {
         Route(.POST, "/psp/paymentsessions/{token}/attempts/acknowledge", "sessions.acknowledge") { s, c in s.acknowledgeFailedAttempt(c) },
         Route(.POST, "/psp/paymentsessions/{token}/abort", "sessions.abort") { s, c in s.abortPayment(c) },
         Route(.POST, "/psp/paymentsessions/{token}/customize", "sessions.customize") { s, c in s.customizePayment(c) },
-        Route(.POST, "/psp/paymentsessions/{token}/events", "sessions.events") { _, _ in HTTPResponse(status: 204) },
+        Route(.POST, "/psp/paymentsessions/{token}/events", "sessions.events") { s, c in s.eventLogging(c) },
         // Test control: read or replace the fault rules.
         Route(.GET, "/sim/faults", "sim.faults") { s, _ in s.faultsDocument() },
         Route(.PUT, "/sim/faults", "sim.faults.set") { s, c in s.replaceFaults(c) },

@@ -78,6 +78,12 @@ public final class Simulator: EdgeHandler {
 
     // MARK: EdgeHandler
 
+    /// The bodies received on a PaymentSession route (e.g. `sessions.prepare`), oldest first:
+    /// what Kassa sent, as it arrived.
+    public func received(_ route: String) -> [JSONValue] {
+        state.withLock { $0.received.filter { $0.route == route }.map(\.body) }
+    }
+
     /// The last `traceparent` header received (tests check that traces propagate).
     public var lastTraceparent: String? { state.withLock { $0.lastTraceparent } }
 
@@ -101,8 +107,15 @@ public final class Simulator: EdgeHandler {
         case .truncated?, nil:
             break
         }
-        if !routeName.hasPrefix("sim.") && routeName != "root" && routeName != "unmatched" && !authorized(request) {
+        // Beacons come without a token: the SDKs post them with none (swedbank-pay-sdk-android
+        // mobilesdk/src/main/java/com/swedbankpay/mobilesdk/logging/BeaconService.kt makeLogRequest).
+        let open = routeName.hasPrefix("sim.") || ["root", "unmatched", "sessions.events"].contains(routeName)
+        if !open && !authorized(request) {
             return SwedbankProblem.unauthorized()
+        }
+        if routeName.hasPrefix("sessions."), !request.body.isEmpty {
+            let body = (try? JSONValue.parse(request.body)) ?? .string(String(decoding: request.body.prefix(200), as: UTF8.self))
+            state.withLock { $0.remember(route: routeName, body: body) }
         }
         var response = await router.respond(self, request, requestID: "").response
         if fault == .truncated {
@@ -142,6 +155,14 @@ struct SimulatorState {
     var sessionOrders: [String: String] = [:]
     var consumerSessions = 0
     var lastTraceparent: String?
+    /// PaymentSession request bodies by route, the latest `receivedLimit`.
+    var received: [(route: String, body: JSONValue)] = []
+    static let receivedLimit = 2_000
+
+    mutating func remember(route: String, body: JSONValue) {
+        if received.count >= Self.receivedLimit { received.removeFirst(received.count / 2) }
+        received.append((route, body))
+    }
 
     /// The fault for this request: a `sim-fault:<fault>` magic value in the
     /// body or query wins, then the rules in order, each drawn at its rate.

@@ -3,7 +3,8 @@ import GRDB
 /// The schema, one versioned step at a time. Steps are never edited once
 /// released; a change is a new step.
 enum Migrations {
-    static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version"]
+    static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
+                        "v6-session-client-device"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -75,6 +76,10 @@ enum Migrations {
         }
         migrator.registerMigration("v5-payment-order-version") { db in
             try db.execute(sql: "ALTER TABLE payment_orders ADD COLUMN api_version TEXT")
+        }
+        migrator.registerMigration("v6-session-client-device") { db in
+            // Sealed: a device description can point at a person.
+            try db.execute(sql: "ALTER TABLE sessions ADD COLUMN client_device_sealed TEXT")
         }
         return migrator
     }

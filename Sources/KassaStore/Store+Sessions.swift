@@ -18,10 +18,13 @@ extension Store {
         /// The last four digits of the MSISDN of the latest Swish attempt, for support searches.
         public var msisdnSuffix: String?
         public var lastProblemType: String?
+        /// The client's device data, sealed (`TokenKeys.seal`); nil when the client sent none.
+        public var clientDeviceSealed: String?
 
         public init(id: String, clientTokenSHA256: String, viewHref: String, payeeReference: String?, paymentOrderID: String?,
                     phase: String, createdAtMs: Int64, updatedAtMs: Int64, traceID: String? = nil, msisdnSuffix: String? = nil,
-                    lastProblemType: String? = nil) {
+                    lastProblemType: String? = nil, clientDeviceSealed: String? = nil) {
+            self.clientDeviceSealed = clientDeviceSealed
             self.traceID = traceID
             self.msisdnSuffix = msisdnSuffix
             self.lastProblemType = lastProblemType
@@ -39,7 +42,8 @@ extension Store {
             self.init(id: row["id"], clientTokenSHA256: row["client_token_sha256"], viewHref: row["view_href"],
                       payeeReference: row["payee_reference"], paymentOrderID: row["payment_order_id"], phase: row["phase"],
                       createdAtMs: row["created_at_ms"], updatedAtMs: row["updated_at_ms"], traceID: row["trace_id"],
-                      msisdnSuffix: row["msisdn_suffix"], lastProblemType: row["last_problem_type"])
+                      msisdnSuffix: row["msisdn_suffix"], lastProblemType: row["last_problem_type"],
+                      clientDeviceSealed: row["client_device_sealed"])
         }
     }
 
@@ -55,10 +59,10 @@ extension Store {
     static func insert(_ s: SessionRecord, _ db: Database) throws {
         try db.execute(sql: """
                 INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
-                                     trace_id, msisdn_suffix, last_problem_type)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     trace_id, msisdn_suffix, last_problem_type, client_device_sealed)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
-                                  s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType])
+                                  s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType, s.clientDeviceSealed])
     }
 
     public func session(id: String) throws -> SessionRecord? {

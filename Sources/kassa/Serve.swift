@@ -45,6 +45,8 @@ struct Serve: AsyncParsableCommand {
     var shutdownGrace: Int?
     @Option(help: "SQLite durability: normal (survives a process crash) or full (also power loss). (KASSA_DURABILITY, default normal)")
     var durability: String?
+    @Option(name: .customLong("event-logging"), help: "on: post the SDKs' beacons to each session's event-logging operation (Swedbank Pay's support then sees Kassa payments as SDK payments); off: none. (KASSA_EVENT_LOGGING, default on)")
+    var eventLogging: String?
     @Option(name: .customLong("payee-id"), help: "Swedbank Pay payee id set on payment orders that lack one. (KASSA_PAYEE_ID)")
     var payeeID: String?
     @Option(name: .customLong("apple-app-ids"), help: "Comma-separated app ids (TEAMID.bundle.id) for /.well-known/apple-app-site-association. (KASSA_APPLE_APP_IDS)")
@@ -137,6 +139,11 @@ struct Serve: AsyncParsableCommand {
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
+        switch setting(eventLogging, "KASSA_EVENT_LOGGING", default: "on") {
+        case "on": gateway.eventLogging = true
+        case "off": gateway.eventLogging = false
+        default: throw ValidationError("--event-logging must be on or off")
+        }
         gateway.endedSessionMemorySeconds = Double(try setting(endedSessionSeconds, "KASSA_ENDED_SESSION_SECONDS", default: 30))
         gateway.waitingSessionMemorySeconds = Double(try setting(waitingSessionSeconds, "KASSA_WAITING_SESSION_SECONDS", default: 120))
 

@@ -10,7 +10,7 @@ struct AdminPageTests {
     func timelineInChromium() async throws {
         let t = try TestNode()
         // A payment with a declined attempt, then a successful one.
-        let (done, s) = try await t.sessions.fetched()
+        let (done, s) = try await t.sessions.fetched(client: ["platform": "ios"])
         try await s.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
         _ = try await s.event(.sessionProblemOccurred)
         var accepted = false
@@ -22,7 +22,7 @@ struct AdminPageTests {
         let payeeReference = try #require(try t.node.store.session(id: done.id)?.payeeReference)
 
         // A second one, still waiting for the payer when the page opens it.
-        let (live, ls) = try await t.sessions.fetched()
+        let (live, ls) = try await t.sessions.fetched(client: ["platform": "android"])
 
         let control = t.dir.file("control")
         let screenshot = testsPath("../test-artifacts/admin-timeline.png")

@@ -133,7 +133,7 @@ struct CrashRecoveryTests {
                          "--upstream-url", "http://127.0.0.1:\(simPort)", "--upstream-token", "kassa-simulator-token"]
         let first = try KassaProcess(arguments)
         let c1 = SessionClient(base: "http://127.0.0.1:\(try await port(first))", port: try await port(first))
-        let session = try await SessionClient.createVia(c1, key: "k")
+        let session = try await c1.create(key: "k")
         let stream = try await c1.stream(session)
         _ = try await stream.event(.paymentSessionFetched)
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
@@ -156,14 +156,5 @@ struct CrashRecoveryTests {
         #expect(try await onThread { second.waitForExit() } == 0)
         sim.signal(SIGTERM)
         _ = try await onThread { sim.waitForExit() }
-    }
-}
-
-extension SessionClient {
-    static func createVia(_ c: SessionClient, key: String) async throws -> Created {
-        let r = try await c.createResponse(["paymentOrder": order()], key: key)
-        guard r.status == 201 else { throw TestFailure("create answered \(r.status): \(r.text)") }
-        let doc = try JSONValue.parse(r.body)
-        return Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)
     }
 }

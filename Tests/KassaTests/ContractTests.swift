@@ -187,4 +187,136 @@ struct ContractTests {
                 == ["api.externalintegration.payex.com", "ecom.externalintegration.payex.com"])
         #expect(SwedbankPayClient.hosts(servingSessionsFor: "127.0.0.1") == ["127.0.0.1"])
     }
+
+    // MARK: The client's device in upstream bodies, and beacons
+
+    /// Waits for what the simulator received on a route to satisfy `done` (beacons are posted asynchronously).
+    func received(_ simulator: Simulator, _ route: String, until done: ([JSONValue]) -> Bool) async throws -> [JSONValue] {
+        for _ in 0..<60 {
+            let bodies = simulator.received(route)
+            if done(bodies) { return bodies }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return simulator.received(route)
+    }
+
+    static let iPhone: JSONValue = [
+        "platform": "ios", "userAgent": "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X)", "screenHeight": 2532,
+        "screenWidth": 1170, "screenColorDepth": 32, "language": "en-US", "timeZoneOffset": 60, "acceptHeader": "text/html",
+    ]
+
+    @Test("the client's device reaches each upstream call in the shape the SDKs send, and each step is reported to event-logging")
+    func deviceInUpstreamBodies() async throws {
+        let t = try TestNode()
+        let (_, stream) = try await t.sessions.fetched(client: Self.iPhone)
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
+        _ = try await stream.event(.show3DSecure)
+        try await stream.send(["id": "2", "type": "3ds", "cres": "sim-cres"])
+        _ = try await stream.event(.paymentSessionComplete)
+        let sim = t.simulator
+        let client: JSONValue = ["userAgent": "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X)", "screenHeight": 2532,
+                                 "screenWidth": 1170, "screenColorDepth": 32]
+        let browser: JSONValue = ["acceptHeader": "text/html", "language": "en-US", "timeZoneOffset": 60, "javascriptEnabled": true]
+
+        // swedbank-pay-sdk-android …/request/Integration.kt, util/RequestUtil.kt getIntegrationRequestData
+        let prepare = try #require(sim.received("sessions.prepare").first)
+        #expect(prepare["integration"] == "App")
+        #expect(prepare["deviceAcceptedWallets"] == "ApplePay;ClickToPay")
+        #expect(prepare["client"] == client)
+        #expect(prepare["browser"] == browser)
+        #expect(prepare["presentationSdk"]?["name"] == "iOS")
+        #expect(prepare["service"]?["name"] == "Kassa")
+        // …/request/CreditCardAttempt.kt: the session's culture and ClientWithType.
+        let attempt = try #require(sim.received("sessions.attempt").first)
+        var typed = client.objectValue!
+        typed["clientType"] = "Native"
+        #expect(attempt == ["culture": "sv-SE", "client": .object(typed), "paymentToken": "sim-card-challenge"])
+        // …/request/CreateAuthentication.kt: Client (no type) and Browser.
+        let create = try #require(sim.received("sessions.authentication").first)
+        #expect(create["client"] == client && create["browser"] == browser)
+        #expect(create["requestWindowSize"] == "FULLSCREEN")
+        // …/request/CompleteAuthentication.kt: cRes and ClientMinimum only.
+        #expect(sim.received("sessions.authentication.complete") == [["cRes": "sim-cres", "client": ["userAgent": client["userAgent"]!]]])
+
+        // Beacons (…/logging/BeaconService.kt): every exchange, the command, every push; all accepted (204).
+        let beacons = try await received(sim, "sessions.events") { bodies in
+            bodies.contains { $0["method"]?["name"] == "PaymentSessionComplete" }
+        }
+        let actions = Set(beacons.compactMap { $0["event"]?["action"]?.stringValue })
+        #expect(actions == ["HttpRequest", "SDKMethodInvoked", "SDKCallbackInvoked"])
+        #expect(beacons.allSatisfy { $0["type"] == "ClientEvent" && $0["client"] == client && $0["service"]?["name"] == "Kassa" })
+        let requests = beacons.filter { $0["event"]?["action"] == "HttpRequest" }
+        #expect(requests.contains { $0["http"]?["requestUrl"]?.stringValue?.hasSuffix("/prepare") == true
+                                     && $0["http"]?["method"] == "POST" && $0["http"]?["responseStatusCode"] == 200 })
+        #expect(requests.allSatisfy { ($0["event"]?["duration"]?.intValue ?? -1) >= 0 })
+        #expect(beacons.contains { $0["method"]?["name"] == "attempt CreditCard" && $0["method"]?["succeeded"] == true })
+        let callbacks = beacons.filter { $0["event"]?["action"] == "SDKCallbackInvoked" }.compactMap { $0["method"]?["name"]?.stringValue }
+        #expect(callbacks == ["PaymentSessionFetched", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"])
+        let scrape = try await self.client.send(UpstreamRequest(url: t.base + "/metrics"))
+        #expect(!scrape.text.contains("kassa_beacons_total{outcome=\"refused\"}"), "the simulator refused a beacon")
+        await t.stop()
+    }
+
+    @Test("without a client object: a web client (ClickToPay, the session's culture, the SDKs' accept header); with event-logging off no beacon")
+    func webDefaults() async throws {
+        let t = try TestNode { $0.eventLogging = false }
+        let (_, stream) = try await t.sessions.fetched()
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        _ = try await stream.event(.paymentSessionComplete)
+        let prepare = try #require(t.simulator.received("sessions.prepare").first)
+        #expect(prepare["deviceAcceptedWallets"] == "ClickToPay")
+        #expect(prepare["presentationSdk"]?["name"] == "Web")
+        #expect(prepare["browser"]?["language"] == "sv-SE", "the session's culture")
+        #expect(prepare["browser"]?["acceptHeader"]?.stringValue?.hasPrefix("text/html,") == true)
+        #expect(prepare["client"]?["userAgent"]?.stringValue?.hasPrefix("Kassa/") == true)
+        #expect(prepare["client"]?["screenHeight"] == .null)
+        let attempt = try #require(t.simulator.received("sessions.attempt").first)
+        #expect(attempt["msisdn"] == "+46739000001" && attempt["culture"] == "sv-SE")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(t.simulator.received("sessions.events").isEmpty)
+        await t.stop()
+    }
+
+    @Test("the device is kept, sealed, with the session: a restarted node sends the same; bad device data is a 400 naming the member")
+    func deviceSurvivesRestart() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 50))
+        let secret = String(repeating: "0123456789abcdef", count: 4)
+        let android: JSONValue = ["platform": "android", "userAgent": "Pixel-UA-7f3e", "timeZoneOffset": -300]
+        var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) {
+            $0.upstreamToken = Simulator.defaultToken
+            $0.clusterSecrets = [secret]
+        }
+        let (session, first) = try await t.sessions.fetched(client: android)
+        _ = first
+        let stored = try #require(try t.node.store.session(id: session.id)?.clientDeviceSealed)
+        #expect(!stored.contains("Pixel") && !stored.contains("android"), "sealed at rest")
+        let everything = try t.node.store.eventLog.events().map { String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }.joined()
+        #expect(!everything.contains("Pixel-UA-7f3e"), "the device is not logged, only its platform")
+        await t.stop(keepDirectory: true)
+
+        t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) {
+            $0.upstreamToken = Simulator.defaultToken
+            $0.clusterSecrets = [secret]
+        }
+        let stream = try await t.sessions.stream(session, since: 1)
+        try await stream.send(["id": "g", "type": "attempt", "instrument": ["type": "GooglePay"]])
+        #expect(try await stream.ack("g")["ok"] == true, "Google Pay is native on the restored Android session")
+        _ = try await stream.event(.paymentSessionComplete)
+        let attempt = try #require(simulator.received("sessions.attempt").last)
+        #expect(attempt["client"]?["userAgent"] == "Pixel-UA-7f3e" && attempt["client"]?["clientType"] == "Native")
+
+        for (bad, member) in [(["platform": "windows"], "client.platform"), (["platform": "ios", "screenHeight": 1e308], "client.screenHeight"),
+                              (["platform": "ios", "timeZoneOffset": 841], "client.timeZoneOffset"),
+                              (["platform": "ios", "screenWidth": 1.5], "client.screenWidth"),
+                              (["platform": "ios", "userAgent": "a\u{0}b"], "client.userAgent"),
+                              (["platform": "ios", "screenheight": 1], "client.screenheight"), ([:], "client.platform")] as [(JSONValue, String)] {
+            let r = try await t.sessions.createResponse(["paymentOrder": SessionClient.order(), "client": bad])
+            #expect(r.status == 400, "\(bad)")
+            #expect((try? JSONValue.parse(r.body))?["parameter"]?.stringValue == member, "\(r.text)")
+        }
+        await t.stop(keepDirectory: true)
+        await simulator.stop()
+    }
 }

@@ -20,7 +20,8 @@ struct SessionsTests {
         let stream = try await c.stream(session)
         let fetched = try await stream.event(.paymentSessionFetched)
         let instruments = fetched["data"]?["availableInstruments"]?.arrayValue?.compactMap { $0["type"]?.stringValue }
-        #expect(instruments == ["Swish", "CreditCard", "NewCreditCard", "ApplePay", "GooglePay", "WebBased"])
+        // No client object: a web client, for which Apple Pay and Google Pay are web-based.
+        #expect(instruments == ["Swish", "CreditCard", "NewCreditCard", "WebBased", "WebBased", "WebBased"])
         #expect(fetched["session"]?.stringValue == session.id)
         try await stream.send(["id": "c1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         #expect(try await stream.ack("c1")["ok"] == true)
@@ -62,13 +63,24 @@ struct SessionsTests {
         await simulator.stop()
     }
 
-    @Test("Google Pay and Apple Pay attempts complete")
+    @Test("Google Pay on Android and Apple Pay on iOS complete; each is web-based, and refused as a native attempt, on the other platforms")
     func wallets() async throws {
         let t = try TestNode()
-        for wallet in ["GooglePay", "ApplePay"] {
-            let (session, stream) = try await t.sessions.fetched()
+        for (wallet, platform) in [("GooglePay", "android"), ("ApplePay", "ios")] {
+            let (_, stream) = try await t.sessions.fetched(client: ["platform": .string(platform)])
             try await stream.send(["id": "w", "type": "attempt", "instrument": ["type": .string(wallet)]])
             _ = try await stream.event(.paymentSessionComplete)
+        }
+        for (platform, native, web) in [("ios", "ApplePay", "GooglePay"), ("android", "GooglePay", "ApplePay"), ("web", nil, "ApplePay")] {
+            let (_, stream) = try await t.sessions.fetched(client: ["platform": .string(platform)])
+            let fetched = try #require(stream.received.last { $0["type"]?.stringValue == PushType.paymentSessionFetched.rawValue })
+            let list = fetched["data"]?["availableInstruments"]?.arrayValue ?? []
+            if let native { #expect(list.contains(["type": .string(native)]), "\(platform) offers \(native)") }
+            #expect(list.contains(["type": "WebBased", "paymentMethod": .string(web)]), "\(platform): \(web) is web-based")
+            try await stream.send(["id": "n", "type": "attempt", "instrument": ["type": .string(web)]])
+            let refused = try await stream.ack("n")
+            #expect(refused["problem"]?["status"]?.intValue == 422)
+            #expect(refused["problem"]?["type"]?.stringValue == "urn:kassa:problem:instrument-not-available")
         }
         await t.stop()
     }
@@ -447,7 +459,7 @@ struct SessionsTests {
         defer { dir.cleanup() }
         let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 100))
         var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
-        let (done, doneStream) = try await t.sessions.fetched()
+        let (done, doneStream) = try await t.sessions.fetched(client: ["platform": "ios"])
         try await doneStream.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
         _ = try await doneStream.event(.paymentSessionComplete)
         let (open, openStream) = try await t.sessions.fetched()

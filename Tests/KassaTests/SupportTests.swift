@@ -210,7 +210,7 @@ struct SupportTests {
     @Test("the admin stream delivers a session's events live")
     func adminStream() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create()
+        let session = try await t.sessions.create(client: ["platform": "ios"])
         let live = try await sharedWebSocketClient.connect(port: t.node.port, path: "/v1/admin/stream?session=\(session.id)&token=test-admin")
         let stream = Stream(connection: live)
         let c = try await t.sessions.stream(session)

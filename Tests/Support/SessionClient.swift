@@ -30,8 +30,11 @@ struct SessionClient {
         return try await client.send(UpstreamRequest(method: "POST", url: base + "/v1/sessions", headers: headers, body: body.bytes))
     }
 
-    func create(amount: Int = 1500) async throws -> Created {
-        let r = try await createResponse(["paymentOrder": Self.order(amount: amount)])
+    /// `client`: the device object of `POST /v1/sessions`; the wallets need their platform's.
+    func create(amount: Int = 1500, key: String = "test-key", client device: JSONValue? = nil) async throws -> Created {
+        var body: [String: JSONValue] = ["paymentOrder": Self.order(amount: amount)]
+        if let device { body["client"] = device }
+        let r = try await createResponse(.object(body), key: key)
         guard r.status == 201 else { throw TestFailure("create answered \(r.status): \(r.text)") }
         let doc = try JSONValue.parse(r.body)
         return Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)
@@ -48,8 +51,8 @@ struct SessionClient {
     }
 
     /// A new session, its stream open, past PaymentSessionFetched.
-    func fetched() async throws -> (Created, Stream) {
-        let session = try await create()
+    func fetched(client device: JSONValue? = nil) async throws -> (Created, Stream) {
+        let session = try await create(client: device)
         let stream = try await self.stream(session)
         _ = try await stream.event(.paymentSessionFetched)
         return (session, stream)

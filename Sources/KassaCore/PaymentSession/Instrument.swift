@@ -9,6 +9,14 @@ public enum Instrument: Sendable, Equatable {
     case applePay
     case googlePay
 
+    /// Apple Pay and Google Pay: paid with the phone's own wallet, not in a web view.
+    public var isNativeWallet: Bool {
+        switch self {
+        case .applePay, .googlePay: return true
+        default: return false
+        }
+    }
+
     /// The upstream payment method that carries this instrument.
     public var paymentMethod: String {
         switch self {
@@ -69,7 +77,9 @@ public enum Instrument: Sendable, Equatable {
 
 /// The instruments a session offers, as pushed in `PaymentSessionFetched`.
 public enum AvailableInstruments {
-    public static func from(_ output: PaymentOutput) -> [JSONValue] {
+    /// A native wallet of another platform than the client's is offered as web-based:
+    /// the payment menu can still take it.
+    public static func from(_ output: PaymentOutput, device: ClientDevice) -> [JSONValue] {
         var list: [JSONValue] = []
         for method in output.methods {
             switch method.name {
@@ -79,7 +89,8 @@ public enum AvailableInstruments {
                 list.append(["type": "CreditCard", "prefills": .array(method.prefills)])
                 list.append(["type": "NewCreditCard"])
             case "ApplePay", "GooglePay":
-                list.append(["type": .string(method.name)])
+                list.append(device.acceptsNativeWallet(method.name) ? ["type": .string(method.name)]
+                                                                    : ["type": "WebBased", "paymentMethod": .string(method.name)])
             default:
                 list.append(["type": "WebBased", "paymentMethod": .string(method.name)])
             }

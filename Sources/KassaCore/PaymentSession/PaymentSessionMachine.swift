@@ -143,6 +143,8 @@ public struct PaymentSessionMachine: Sendable {
     }
 
     public let sessionURL: String
+    /// The client's device: what the upstream bodies say about it, and which wallets are native.
+    public let device: ClientDevice
     private(set) var state: State = .starting
     public var phase: Phase { state.phase }
     public private(set) var output: PaymentOutput?
@@ -168,8 +170,9 @@ public struct PaymentSessionMachine: Sendable {
     /// After a restart: the push types of the attempt the client was in (see `init(restoring:)`).
     var restoredAnnouncements: Set<String> = []
 
-    public init(sessionURL: String, pollIntervalMs: Int = 2_000) {
+    public init(sessionURL: String, device: ClientDevice = ClientDevice(), pollIntervalMs: Int = 2_000) {
         self.sessionURL = sessionURL
+        self.device = device
         self.pollIntervalMs = pollIntervalMs
     }
 
@@ -177,8 +180,9 @@ public struct PaymentSessionMachine: Sendable {
     /// one stays ended; an unfinished one re-reads the session upstream on
     /// `start()` and does not announce again what the client was already told
     /// (the instruments, an app to launch, an open 3-D Secure challenge).
-    public init(restoring sessionURL: String, phase: Phase, history: [String], pollIntervalMs: Int = 2_000) {
-        self.init(sessionURL: sessionURL, pollIntervalMs: pollIntervalMs)
+    public init(restoring sessionURL: String, phase: Phase, history: [String], device: ClientDevice = ClientDevice(),
+                pollIntervalMs: Int = 2_000) {
+        self.init(sessionURL: sessionURL, device: device, pollIntervalMs: pollIntervalMs)
         switch phase {
         case .completed: state = .completed
         case .canceled: state = .canceled
@@ -202,7 +206,7 @@ public struct PaymentSessionMachine: Sendable {
     public mutating func received(_ output: PaymentOutput, for call: SessionCall) -> [Effect] {
         callInFlight = nil
         if call.rel != OperationRel.viewPaymentSession.rawValue { conflictedRel = nil }
-        latestInstruments = AvailableInstruments.from(output)
+        latestInstruments = AvailableInstruments.from(output, device: device)
         // The prefills (saved cards, numbers) only feed the instrument list: not kept twice.
         self.output = output.withoutPrefills
         switch state {
@@ -276,6 +280,11 @@ public struct PaymentSessionMachine: Sendable {
             guard resuming || output?.method(instrument.paymentMethod) != nil else {
                 return .failure(.kassa("instrument-not-available", "Instrument Not Available", 422,
                                        detail: "\(instrument.paymentMethod) is not offered by this session"))
+            }
+            if instrument.isNativeWallet, !device.acceptsNativeWallet(instrument.paymentMethod) {
+                return .failure(.kassa("instrument-not-available", "Instrument Not Available", 422,
+                                       detail: "\(instrument.paymentMethod) needs the wallet of another platform than this client's "
+                                           + "(\(device.platform.rawValue)); pay with it in the payment menu (fallback) instead"))
             }
             lastProblem = nil
             if case .newCreditCard(let consent) = instrument {
@@ -400,7 +409,7 @@ public struct PaymentSessionMachine: Sendable {
         }
         // 2. prepare-payment.
         if let prepare = o.operation(.preparePayment) {
-            return [issue(call(prepare, body: Self.prepareBody))]
+            return [issue(call(prepare, body: prepareBody(culture: o.culture)))]
         }
         // 4. The payment menu (fallback, or a new card): customize, then show view-payment.
         if case .paymentMenu(var menu) = state {
@@ -430,7 +439,7 @@ public struct PaymentSessionMachine: Sendable {
            let start = o.operation(.startPaymentAttempt, method: instrument.paymentMethod) {
             attempt.started = true
             state = .attempting(attempt)
-            return effects + [issue(call(start, body: Self.attemptBody(instrument, culture: o.culture)))]
+            return effects + [issue(call(start, body: attemptBody(instrument, culture: o.culture)))]
         }
         // 6. An app to launch (Swish local start): tell the client once.
         for op in o.candidates {
@@ -444,7 +453,8 @@ public struct PaymentSessionMachine: Sendable {
         if let create = o.operation(.createAuthentication), create.expectation("NotificationUrl") != nil {
             let body: JSONValue = ["methodCompletionIndicator": "U",
                                    "notificationUrl": create.expectation("NotificationUrl")?.value ?? .null,
-                                   "requestWindowSize": "FULLSCREEN", "client": Self.clientInfo, "browser": Self.browserInfo]
+                                   "requestWindowSize": "FULLSCREEN", "client": device.client,
+                                   "browser": device.browser(culture: o.culture)]
             return effects + [issue(call(create, body: body))]
         }
         // 9–10. The challenge: show it to the client, then post its answer.
@@ -456,7 +466,7 @@ public struct PaymentSessionMachine: Sendable {
                 attempt.challengeOpen = false
                 state = .attempting(attempt)
                 return effects + [.push(PushEvent(.dismiss3DSecure)),
-                                  issue(call(complete, body: ["cRes": .string(cres), "client": Self.clientInfo]))]
+                                  issue(call(complete, body: ["cRes": .string(cres), "client": device.clientMinimum]))]
             }
             if !announced.challenges.contains(creq) {
                 announced.challenges.insert(creq)
@@ -494,7 +504,7 @@ public struct PaymentSessionMachine: Sendable {
                         state = .attempting(attempt)
                     }
                     return effects + [issue(call(op, body: rel == .expandMethod ? ["paymentMethod": .string(instrument.paymentMethod)]
-                                                                                    : Self.attemptBody(instrument, culture: o.culture)))]
+                                                                                    : attemptBody(instrument, culture: o.culture)))]
                 }
             }
         }
@@ -562,20 +572,19 @@ public struct PaymentSessionMachine: Sendable {
         return href + (href.contains("?") ? "&" : "?") + "callbackurl=" + PaymentURLHelper.percentEncode(paymentUrl)
     }
 
-    static let clientInfo: JSONValue = ["userAgent": .string("Kassa/\(KassaVersion.string)"), "clientType": "Native",
-                                        "screenHeight": 0, "screenWidth": 0, "screenColorDepth": 24]
-    static let browserInfo: JSONValue = ["acceptHeader": "application/json", "language": "sv-SE", "timeZoneOffset": 0,
-                                         "javascriptEnabled": true]
-    static let prepareBody: JSONValue = [
-        "integration": "App", "deviceAcceptedWallets": "ApplePay;GooglePay", "client": clientInfo, "browser": browserInfo,
-        "service": ["name": "Kassa", "version": .string(KassaVersion.string)],
-        "presentationSdk": ["name": "Kassa", "version": .string(KassaVersion.string)],
-    ]
+    /// prepare-payment as the SDKs send it (swedbank-pay-sdk-android mobilesdk/…/paymentsession/api/
+    /// model/request/util/RequestUtil.kt getIntegrationRequestData), with the client's device.
+    func prepareBody(culture: String?) -> JSONValue {
+        ["integration": "App", "deviceAcceptedWallets": .string(device.acceptedWallets.joined(separator: ";")),
+         "client": device.client, "browser": device.browser(culture: culture),
+         "service": ["name": "Kassa", "version": .string(KassaVersion.string)],
+         "presentationSdk": ["name": .string(device.presentationSdkName), "version": .string(KassaVersion.string)]]
+    }
 
     /// `culture` is the session's own, as the SDKs send it (swedbank-pay-sdk-ios
     /// SwedbankPaySDK/Classes/SwedbankPayPaymentSession.swift; null when the session has none).
-    static func attemptBody(_ instrument: Instrument, culture: String?) -> JSONValue {
-        var body: [String: JSONValue] = ["culture": culture.map { .string($0) } ?? .null, "client": clientInfo]
+    func attemptBody(_ instrument: Instrument, culture: String?) -> JSONValue {
+        var body: [String: JSONValue] = ["culture": culture.map { .string($0) } ?? .null, "client": device.clientWithType]
         switch instrument {
         case .swish(let msisdn?): body["msisdn"] = .string(msisdn)
         case .creditCard(let token): body["paymentToken"] = .string(token)

@@ -149,6 +149,9 @@ public final class KassaMetrics: Sendable {
             .recordNanoseconds(Int64(seconds * 1e9))
     }
 
+    /// Beacons posted to event-logging: sent (204), refused (another status), failed (no answer).
+    func beacon(outcome: String) { counter("kassa_beacons_total", [("outcome", outcome)]).increment() }
+
     func upstreamRetry(operation: String) {
         counter("kassa_upstream_retries_total", [("operation", Self.boundedOperation(operation))]).increment()
     }

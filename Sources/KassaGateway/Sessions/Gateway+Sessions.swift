@@ -42,6 +42,10 @@ extension Gateway {
         case .success(let parsed): input = parsed
         case .failure(let problem): throw Problem.badRequest("the body \(problem.description)", parameter: problem.field)
         }
+        var device: ClientDevice?
+        if let given = input.value("client"), given != .null {
+            device = try ClientDevice.parse(given).get()
+        }
         let id = sessions.newID()
         var href: String
         var payeeReference: String?
@@ -78,7 +82,7 @@ extension Gateway {
         let actor: SessionActor, token: String
         do {
             (actor, token) = try await sessions.create(id: id, href: href, payeeReference: payeeReference, paymentOrderID: paymentOrderID,
-                                                       traceID: context.traceID)
+                                                       device: device, traceID: context.traceID)
         } catch {
             throw Problem.serviceUnavailable("the session cannot be stored: \(Store.reason(error))")
         }

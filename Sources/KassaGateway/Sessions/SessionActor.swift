@@ -86,7 +86,13 @@ actor SessionActor {
         if case .attempt(.swish(let msisdn?)) = command {
             environment.update(.init(id: id, msisdnSuffix: String(msisdn.suffix(4))))
         }
-        switch machine.command(command) {
+        let result = machine.command(command)
+        if let target = beaconTarget {
+            let accepted: Bool = if case .success = result { true } else { false }
+            environment.beacon(ClientEvent(.sdkMethodInvoked, atMs: environment.nowMs(), methodName: Self.name(command),
+                                           succeeded: accepted), to: target)
+        }
+        switch result {
         case .success(let effects):
             await run(effects)
             return nil
@@ -125,7 +131,7 @@ actor SessionActor {
             seq = since
             sentUpTo = since
             machine = PaymentSessionMachine(restoring: machine.sessionURL, phase: .starting, history: ["PaymentSessionFetched"],
-                                            pollIntervalMs: machine.pollIntervalMs)
+                                            device: machine.device, pollIntervalMs: machine.pollIntervalMs)
         }
         await start()
         subscribers.insert(connection)
@@ -148,6 +154,17 @@ actor SessionActor {
 
     // MARK: Effects
 
+    /// The session's event-logging href: top level, never a `next` candidate, and kept once seen
+    /// (the answer that ends the session may no longer list it, yet the end is reported too).
+    private var eventLoggingHref: String?
+
+    private var beaconTarget: SwedbankPayClient.BeaconTarget? {
+        get {
+            if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }) { eventLoggingHref = op.href }
+            return eventLoggingHref.map { .init(href: $0, device: machine.device) }
+        }
+    }
+
     private func run(_ effects: [PaymentSessionMachine.Effect]) async {
         var fresh = false
         for effect in effects {
@@ -163,10 +180,14 @@ actor SessionActor {
                                                        level: event.type.isProblem ? .warning : .info,
                                                        summary: event.type.rawValue, traceID: traceID, data: Redaction.redact(event.data)))
                 if let problemType { environment.update(.init(id: id, lastProblemType: problemType)) }
+                if let target = beaconTarget {
+                    environment.beacon(ClientEvent(.sdkCallbackInvoked, atMs: atMs, methodName: event.type.rawValue), to: target)
+                    if event.type == .launchClientApp { environment.beacon(ClientEvent(.launchClientApp, atMs: atMs), to: target) }
+                }
                 fresh = true
             case .call(let call):
-                Task { [environment, id, traceID] in
-                    let outcome = await environment.perform(call, sessionID: id, traceID: traceID)
+                Task { [environment, id, traceID, beaconTarget] in
+                    let outcome = await environment.perform(call, sessionID: id, traceID: traceID, beacon: beaconTarget)
                     await self.deliver(outcome, for: call)
                 }
             case .schedulePoll(let afterMs, let generation):

@@ -10,7 +10,9 @@ import Synchronization
 /// knows nothing of routes, handlers or other sessions.
 protocol SessionEnvironment: AnyObject, Sendable {
     /// One upstream call, with the retry policy applied.
-    func perform(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome
+    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: SwedbankPayClient.BeaconTarget?) async -> SessionCallOutcome
+    /// Reports what Kassa did in the client's place to Swedbank Pay's event-logging, best effort.
+    func beacon(_ event: ClientEvent, to target: SwedbankPayClient.BeaconTarget)
     /// Appends to the event log (written in the next batch).
     func record(_ event: LogEvent)
     func update(_ change: EventLog.SessionUpdate)
@@ -63,21 +65,26 @@ final class SessionService: SessionEnvironment {
 
     /// A new session for a view-paymentsession `href`; returns it with its client token.
     /// `id` comes from `newID()`, made before the payment order so its events carry it too.
-    func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, traceID: String) async throws -> (SessionActor, String) {
+    func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, device: ClientDevice?,
+                traceID: String) async throws -> (SessionActor, String) {
         let now = nowMs()
         let token = SessionToken.issue(sessionID: id, href: href, expiresAt: (now + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
-                                       keys: tokenKeys)
+                                       device: device, keys: tokenKeys)
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
-                                         createdAtMs: now, updatedAtMs: now, traceID: traceID)
+                                         createdAtMs: now, updatedAtMs: now, traceID: traceID,
+                                         clientDeviceSealed: device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) })
         try await store.insertSession(record)
-        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID,
-                                 machine: PaymentSessionMachine(sessionURL: href, pollIntervalMs: configuration.sessionPollIntervalMs),
+        let machine = PaymentSessionMachine(sessionURL: href, device: device ?? ClientDevice(), pollIntervalMs: configuration.sessionPollIntervalMs)
+        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
                                  history: [], environment: self)
         registry.add(actor)
+        // Only the platform is logged: the rest describes the payer's device.
         self.record(LogEvent(atMs: now, sessionID: id, kind: "session.created", summary: "session created", traceID: traceID,
                         data: ["payeeReference": payeeReference.map { .string($0) } ?? .null,
                                "paymentOrder": paymentOrderID.map { .string($0) } ?? .null,
+                               "platform": .string(machine.device.platform.rawValue),
+                               "clientDevice": .bool(device != nil),
                                "viewPaymentSession": .string(Redaction.redactURLQuery(href))]))
         return (actor, token)
     }
@@ -117,9 +124,19 @@ final class SessionService: SessionEnvironment {
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
         let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: logged.map(\.summary),
-                                            pollIntervalMs: configuration.sessionPollIntervalMs)
+                                            device: storedDevice(record), pollIntervalMs: configuration.sessionPollIntervalMs)
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, environment: self)
+    }
+
+    static let devicePurpose = "session client device"
+
+    /// The device a stored session was created with; the defaults if it had none
+    /// (or its key was rotated away).
+    func storedDevice(_ record: Store.SessionRecord) -> ClientDevice {
+        guard let sealed = record.clientDeviceSealed, let plain = tokenKeys.open(sealed, purpose: Self.devicePurpose),
+              let json = try? JSONValue.parse(plain), let device = try? ClientDevice.parse(json).get() else { return ClientDevice() }
+        return device
     }
 
     /// A session this node has never held, vouched for by its client token (sealed with the
@@ -132,10 +149,11 @@ final class SessionService: SessionEnvironment {
         let traceID = TraceContext.newTraceID()
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: claim.href, payeeReference: nil,
                                          paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
-                                         createdAtMs: now, updatedAtMs: now, traceID: traceID)
+                                         createdAtMs: now, updatedAtMs: now, traceID: traceID,
+                                         clientDeviceSealed: claim.device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) })
         do { try store.insertSessionNow(record) } catch { return registry.session(id) }
         let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
-                                            history: since > 0 ? ["PaymentSessionFetched"] : [],
+                                            history: since > 0 ? ["PaymentSessionFetched"] : [], device: claim.device ?? ClientDevice(),
                                             pollIntervalMs: configuration.sessionPollIntervalMs)
         let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
                                      history: [], seqBase: since, environment: self)
@@ -185,9 +203,11 @@ final class SessionService: SessionEnvironment {
 
     // MARK: SessionEnvironment
 
-    func perform(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome {
-        await swedbankPay.perform(call, sessionID: sessionID, traceID: traceID)
+    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: SwedbankPayClient.BeaconTarget?) async -> SessionCallOutcome {
+        await swedbankPay.perform(call, sessionID: sessionID, traceID: traceID, beacon: beacon)
     }
+
+    func beacon(_ event: ClientEvent, to target: SwedbankPayClient.BeaconTarget) { swedbankPay.postBeacon(event, to: target) }
 
     func record(_ event: LogEvent) { store.eventLog.append(event) }
 

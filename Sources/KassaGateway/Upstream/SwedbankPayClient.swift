@@ -141,11 +141,41 @@ final class SwedbankPayClient: Sendable {
         return (result, document)
     }
 
+    // MARK: Beacons
+
+    /// Where a session's beacons go: its event-logging href, and the device they describe.
+    struct BeaconTarget: Sendable {
+        var href: String
+        var device: ClientDevice
+    }
+
+    /// Posts one beacon, best effort, as the SDKs do: without Kassa's token (the href names
+    /// the session), outside the circuit breaker, never retried, and not written to the event
+    /// log one by one; the outcome is counted (`kassa_beacons_total`). Swedbank Pay answers 204.
+    func postBeacon(_ event: ClientEvent, to target: BeaconTarget) {
+        guard configuration.eventLogging, isAllowed(target.href) else { return }
+        let request = UpstreamRequest(method: "POST", url: target.href,
+                                      headers: [("Content-Type", "application/json"), ("Accept", "application/json")],
+                                      body: event.body(device: target.device).bytes,
+                                      connectTimeoutMs: min(1_000, configuration.upstreamTimeoutMs),
+                                      totalTimeoutMs: min(2_000, configuration.upstreamTimeoutMs))
+        Task { [http, metrics] in
+            let outcome: String
+            do {
+                outcome = try await http.send(request).status == 204 ? "sent" : "refused"
+            } catch {
+                outcome = "failed"
+            }
+            metrics.beacon(outcome: outcome)
+        }
+    }
+
     // MARK: A session's call, with retries
 
     /// One upstream call for a session, retried by the retry policy when that
     /// is safe: reads always, writes only when no connection was ever made.
-    func perform(_ call: SessionCall, sessionID: String, traceID: String) async -> SessionCallOutcome {
+    /// `beacon`: where to report each exchange (HttpRequest), when the session offers event-logging.
+    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: BeaconTarget? = nil) async -> SessionCallOutcome {
         guard isAllowed(call.href) else {
             return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
         }
@@ -158,8 +188,14 @@ final class SwedbankPayClient: Sendable {
         }
         var retry = 0
         while true {
+            let exchangeStarted = clock.nowMs()
             let (result, document) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
                                                      traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs))
+            if let beacon {
+                let status: Int? = if case .success(let response) = result { response.status } else { nil }
+                postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(clock.nowMs() - exchangeStarted),
+                                       http: .init(requestUrl: call.href, method: call.method, responseStatusCode: status)), to: beacon)
+            }
             let reason: String
             var neverSent = false
             switch result {
