@@ -319,4 +319,57 @@ struct ContractTests {
         await t.stop(keepDirectory: true)
         await simulator.stop()
     }
+
+    // MARK: Error classes end to end
+
+    @Test("a 400 on start-payment-attempt is PaymentSessionAPIRequestFailed, retryable, and retry sends the attempt again")
+    func refusedAttemptEndToEnd() async throws {
+        let t = try TestNode()
+        let (session, stream) = try await t.sessions.fetched()
+        t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .status(400))])
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        let failed = try await stream.event(.sdkProblemOccurred)
+        #expect(failed["data"]?["problem"]?["type"] == "PaymentSessionAPIRequestFailed")
+        #expect(failed["data"]?["problem"]?["status"] == 400 && failed["data"]?["retryable"] == true)
+        #expect(failed["data"]?["problem"]?["upstream"]?["type"]?.stringValue?.hasSuffix("/systemerror") == true)
+        t.simulator.setFaults([])
+        let retry = try await t.sessions.command(session, "retry")
+        #expect(retry.status == 202)
+        _ = try await stream.event(.paymentSessionComplete)
+        #expect(t.simulator.received("sessions.attempt").map { $0["msisdn"] } == ["+46739000001"], "sent again, once")
+        await t.stop()
+    }
+
+    @Test("a 409 of any type makes the session read itself again once; a second 409 on the same call fails it")
+    func conflictEndToEnd() async throws {
+        let t = try TestNode()
+        let (_, stream) = try await t.sessions.fetched()
+        t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .status(409))])
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        let failed = try await stream.event(.sdkProblemOccurred)
+        #expect(failed["data"]?["problem"]?["type"] == "PaymentSessionAPIRequestFailed")
+        #expect(failed["data"]?["problem"]?["status"] == 409)
+        await t.node.store.eventLog.flush()
+        let calls = try t.node.store.eventLog.events().filter { $0.kind == "upstream.request" }.compactMap { $0.data?["operation"]?.stringValue }
+        let tail = Array(calls.suffix(3))
+        #expect(tail == ["start-payment-attempt", "view-paymentsession", "start-payment-attempt"], "\(calls)")
+        await t.stop()
+    }
+
+    @Test("card calls get the longer timeout: a slow create-authentication succeeds where an equally slow prepare-payment fails")
+    func cardCallTimeouts() async throws {
+        // 400 ms for an exchange, 1 200 ms for card calls; both answers take 800 ms.
+        let t = try TestNode(upstreamTimeoutMs: 400)
+        let (_, card) = try await t.sessions.fetched()
+        t.simulator.setFaults([FaultRule(route: "sessions.authentication", fault: .latency(ms: 800))])
+        try await card.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
+        _ = try await card.event(.show3DSecure)
+
+        t.simulator.setFaults([FaultRule(route: "sessions.prepare", fault: .latency(ms: 800))])
+        let slow = try await t.sessions.stream(try await t.sessions.create())
+        let failed = try await slow.event(.sdkProblemOccurred)
+        #expect(failed["data"]?["problem"]?["operation"] == "prepare-payment")
+        #expect(failed["data"]?["problem"]?["type"] == "PaymentSessionAPIRequestFailed")
+        await t.stop()
+    }
 }
