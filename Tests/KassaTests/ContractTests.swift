@@ -358,14 +358,14 @@ struct ContractTests {
 
     @Test("card calls get the longer timeout: a slow create-authentication succeeds where an equally slow prepare-payment fails")
     func cardCallTimeouts() async throws {
-        // 400 ms for an exchange, 1 200 ms for card calls; both answers take 800 ms.
-        let t = try TestNode(upstreamTimeoutMs: 400)
+        // 1.5 s for an exchange (room for a busy machine), 4.5 s for card calls; both answers take 2.5 s.
+        let t = try TestNode(upstreamTimeoutMs: 1_500)
         let (_, card) = try await t.sessions.fetched()
-        t.simulator.setFaults([FaultRule(route: "sessions.authentication", fault: .latency(ms: 800))])
+        t.simulator.setFaults([FaultRule(route: "sessions.authentication", fault: .latency(ms: 2_500))])
         try await card.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-challenge"]])
         _ = try await card.event(.show3DSecure)
 
-        t.simulator.setFaults([FaultRule(route: "sessions.prepare", fault: .latency(ms: 800))])
+        t.simulator.setFaults([FaultRule(route: "sessions.prepare", fault: .latency(ms: 2_500))])
         let slow = try await t.sessions.stream(try await t.sessions.create())
         let failed = try await slow.event(.sdkProblemOccurred)
         #expect(failed["data"]?["problem"]?["operation"] == "prepare-payment")
