@@ -17,12 +17,15 @@ public struct SessionToken: Sendable, Equatable {
     public var expiresAt: Int64
     /// The client's device as given at creation, so a node that picks the session up sends the same.
     public var device: ClientDevice?
+    /// The gateway's public base URL the session was created under (its 3-D Secure notification URL).
+    public var publicBase: String?
 
-    public init(sessionID: String, href: String, expiresAt: Int64, device: ClientDevice? = nil) {
+    public init(sessionID: String, href: String, expiresAt: Int64, device: ClientDevice? = nil, publicBase: String? = nil) {
         self.sessionID = sessionID
         self.href = href
         self.expiresAt = expiresAt
         self.device = device
+        self.publicBase = publicBase
     }
 
     /// The parts readable without a key: enough to refuse an old-format or expired token early.
@@ -31,11 +34,13 @@ public struct SessionToken: Sendable, Equatable {
         public var expiresAt: Int64
     }
 
-    public static func issue(sessionID: String, href: String, expiresAt: Int64, device: ClientDevice? = nil, keys: TokenKeys) -> String {
+    public static func issue(sessionID: String, href: String, expiresAt: Int64, device: ClientDevice? = nil, publicBase: String? = nil,
+                             keys: TokenKeys) -> String {
         let key = keys.sealing
         let head = "\(version).\(key.id).\(expiresAt)"
         var claims: [String: JSONValue] = ["s": .string(sessionID), "h": .string(href)]
         if let device { claims["c"] = device.json }
+        if let publicBase { claims["b"] = .string(publicBase) }
         let payload = JSONValue.object(claims).bytes
         // Sealing with a fresh random nonce cannot fail for a 32-byte key.
         let box = try! ChaChaPoly.seal(payload, using: key.key, authenticating: Array(head.utf8))
@@ -62,7 +67,7 @@ public struct SessionToken: Sendable, Equatable {
               let payload = try? JSONValue.parse(Array(plain)),
               let id = payload["s"]?.stringValue, let href = payload["h"]?.stringValue else { return nil }
         let device = payload["c"].flatMap { try? ClientDevice.parse($0).get() }
-        return SessionToken(sessionID: id, href: href, expiresAt: header.expiresAt, device: device)
+        return SessionToken(sessionID: id, href: href, expiresAt: header.expiresAt, device: device, publicBase: payload["b"]?.stringValue)
     }
 }
 
@@ -112,6 +117,24 @@ public struct TokenKeys: Sendable {
     }
 
     func key(id: String) -> SymmetricKey? { all.first { $0.id == id }?.key }
+
+    /// A MAC of `text` with the sealing key, as 32 hex digits: it makes a URL unguessable
+    /// (a session's 3-D Secure notification URL) without storing anything.
+    public func tag(_ text: String) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: sealing.key)
+        return String(Hashing.hex(Array(code)).prefix(32))
+    }
+
+    /// True when any key of ours made `tag` for `text` (rotation); compared in constant time.
+    public func isValidTag(_ tag: String, for text: String) -> Bool {
+        guard tag.utf8.count == 32 else { return false }
+        var valid = false
+        for key in all {
+            let code = HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: key.key)
+            valid = Secrets.constantTimeEquals(String(Hashing.hex(Array(code)).prefix(32)), tag) || valid
+        }
+        return valid
+    }
 
     /// `<key id>.<sealed>`: a value kept at rest that may describe a person (a client's
     /// device), sealed with the token key; `purpose` is authenticated, so a value sealed for

@@ -25,6 +25,8 @@ public struct GatewayConfiguration: Sendable {
 
     /// How a session retries upstream calls, and its deadline for one call.
     public var sessionRetry: RetryPolicy
+    /// Milliseconds a client may take to run the 3-D Secure method step before Kassa goes on without it.
+    public var threeDSMethodTimeoutMs = 10_000
     /// Milliseconds between get-payment polls (the SDKs use 2 000).
     public var sessionPollIntervalMs: Int
     /// Upstream connections kept open for reuse. Below the number of calls in flight at a busy
@@ -48,6 +50,9 @@ public struct GatewayConfiguration: Sendable {
     /// share them can pick up each other's sessions; by default each process draws its own, and
     /// its tokens work only on it. Each must be at least 32 bytes with 8 distinct characters.
     public var clusterSecrets = [Secrets.randomHex(bytes: 32)]
+    /// The edge speaks only https and wss (set from the edge's configuration): the scheme of
+    /// URLs built from a request's Host header when `publicBaseURL` is empty.
+    public var edgeServesTLS = false
     /// Post the SDKs' beacons to a session's `event-logging` operation when it offers one.
     public var eventLogging = true
     /// Seconds a client token is valid after its session was created.

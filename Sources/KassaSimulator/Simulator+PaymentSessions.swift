@@ -14,6 +14,8 @@ struct SimulatedSession: Sendable {
         var outcome: Outcome
         var stage: Stage
         var launchURL: String?
+        /// The card's issuer has a 3-D Secure method URL (`sim-card-method`).
+        var methodStep = false
     }
 
     enum End: Sendable { case completed, canceled }
@@ -29,6 +31,11 @@ struct SimulatedSession: Sendable {
     var instrumentModePaymentMethod: String?
     var restrictTo: [String]?
     var attempts = 0
+    /// Where the challenge page posts the cRes: create-authentication's notificationUrl.
+    var notificationURL: String?
+    /// The hidden method page was loaded, and the indicator create-authentication reported.
+    var methodLoaded = false
+    var methodCompletionIndicator: String?
 }
 
 /// Problem types the simulator invents where the SDK sources name none.
@@ -119,6 +126,7 @@ extension Simulator {
             var outcome: SimulatedSession.Outcome = amount % 1000 == 402 ? .declined : .success
             var stage = SimulatedSession.Stage.awaitingPayer
             var launchURL: String?
+            var methodStep = false
             switch method {
             case "Swish":
                 if let msisdn = body["msisdn"]?.stringValue {
@@ -138,6 +146,7 @@ extension Simulator {
                 }
                 switch token {
                 case "sim-card-challenge": stage = .scaMethod
+                case "sim-card-method": stage = .scaMethod; methodStep = true
                 case "sim-card-declined": outcome = .declined
                 default: break
                 }
@@ -147,19 +156,73 @@ extension Simulator {
                 return Self.notAllowed("start-payment-attempt")
             }
             session.attempts += 1
-            session.attempt = .init(method: method, startedMs: Self.nowMs(), outcome: outcome, stage: stage, launchURL: launchURL)
+            session.attempt = .init(method: method, startedMs: Self.nowMs(), outcome: outcome, stage: stage, launchURL: launchURL,
+                                    methodStep: methodStep)
             // Frictionless cards are decided at once.
             if method == "CreditCard" && stage == .awaitingPayer { finish(&session, outcome) }
             return nil
         }
     }
 
+    /// `{"methodCompletionIndicator": "Y"|"N"|"U", "notificationUrl": …, "requestWindowSize", "client", "browser"}`
+    /// (swedbank-pay-sdk-android mobilesdk/…/paymentsession/api/model/request/CreateAuthentication.kt).
     func createAuthentication(_ c: RequestContext) -> HTTPResponse {
-        withSession(c) { session, _, _ in
+        let body = (try? JSONValue.parse(c.request.body)) ?? .object([:])
+        return withSession(c) { session, _, _ in
             guard session.attempt?.stage == .scaMethod else { return Self.notAllowed("create-authentication") }
+            var problems: [(String, String)] = []
+            let indicator = body["methodCompletionIndicator"]?.stringValue ?? ""
+            if !["Y", "N", "U"].contains(indicator) { problems.append(("methodCompletionIndicator", "must be Y, N or U")) }
+            let notification = body["notificationUrl"]?.stringValue ?? ""
+            if !(notification.hasPrefix("https://") || notification.hasPrefix("http://")) {
+                problems.append(("notificationUrl", "must be an absolute http(s) URL"))
+            }
+            guard problems.isEmpty else { return SwedbankProblem.inputError("paymentsessions", problems) }
+            session.notificationURL = notification
+            session.methodCompletionIndicator = indicator
             session.attempt?.stage = .scaChallenge
             return nil
         }
+    }
+
+    // MARK: The simulated issuer (ACS) pages
+
+    /// The session whose 3-D Secure values end in its token's first eight characters.
+    func session(tokenPrefix: Substring) -> String? {
+        state.withLock { s in s.sessions.keys.first { $0.prefix(8) == tokenPrefix } }
+    }
+
+    /// The issuer's 3-D Secure method page, loaded in a hidden frame: form `threeDSMethodData`.
+    /// A real one fingerprints the browser; this one notes that it was loaded.
+    func acsMethodPage(_ c: RequestContext) -> HTTPResponse {
+        let data = FormURLEncoded.value("threeDSMethodData", in: c.request.body) ?? ""
+        guard data.hasPrefix("sim-"), let token = session(tokenPrefix: data.dropFirst(4)) else {
+            return HTTPResponse(status: 400, contentType: "text/html; charset=utf-8", body: Array("<p>unknown threeDSMethodData</p>".utf8))
+        }
+        state.withLock { $0.sessions[token]?.methodLoaded = true }
+        return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
+                            body: Array("<!DOCTYPE html><html><head><title>3-D Secure method</title></head><body></body></html>".utf8))
+    }
+
+    /// The issuer's challenge page for form `creq`: Approve and Decline post `cres` to the
+    /// notificationUrl create-authentication gave, as an issuer's page does (EMV 3-D Secure).
+    func acsChallengePage(_ c: RequestContext) -> HTTPResponse {
+        let creq = FormURLEncoded.value("creq", in: c.request.body) ?? ""
+        guard creq.hasPrefix("sim-creq-"), let token = session(tokenPrefix: creq.dropFirst(9)),
+              let notification = state.withLock({ $0.sessions[token]?.notificationURL }) else {
+            return HTTPResponse(status: 400, contentType: "text/html; charset=utf-8", body: Array("<p>unknown creq</p>".utf8))
+        }
+        let action = PaymentURLHelper.htmlEscape(notification)
+        let page = """
+            <!DOCTYPE html>
+            <html><head><meta charset="utf-8"><title>Simulated issuer: confirm the payment</title></head>
+            <body>
+            <h1>Confirm the payment</h1>
+            <form method="POST" action="\(action)"><input type="hidden" name="cres" value="sim-cres-\(token.prefix(8))"><button id="approve">Approve</button></form>
+            <form method="POST" action="\(action)"><input type="hidden" name="cres" value="sim-cres-fail"><button id="decline">Decline</button></form>
+            </body></html>
+            """
+        return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: Array(page.utf8))
     }
 
     /// `{"cRes": "…"}`: the simulated ACS's answer; `sim-cres-fail` fails the challenge.
@@ -314,12 +377,15 @@ extension Simulator {
                         mops.append(op("get-payment", "GET", "/payment", tasks: tasks))
                         mops.append(op("fail-payment-attempt", "POST", "/methods/\(method)/fail"))
                     case .scaMethod:
+                        // A card whose issuer has a method URL lists the sca-method-request task; one without
+                        // gives the indicator itself (swedbank-pay-sdk-android SessionOperationHandler.kt: both cases).
+                        let methodTask: JSONValue = ["rel": "sca-method-request", "method": "POST", "href": .string("\(base)/sim/acs/method"),
+                                                     "contentType": "application/x-www-form-urlencoded",
+                                                     "expects": [["name": "threeDSMethodData", "type": "string", "value": .string("sim-\(s.token.prefix(8))")]]]
+                        var expects: [JSONValue] = [["name": "NotificationUrl", "type": "string", "value": .string("\(base)/sim/acs/notification")]]
+                        if !attempt.methodStep { expects.append(["name": "methodCompletionIndicator", "type": "string", "value": "U"]) }
                         mops.append(op("create-authentication", "POST", "/authentication",
-                                       tasks: [["rel": "sca-method-request", "method": "POST", "href": .string("\(base)/sim/acs/method"),
-                                                "contentType": "application/x-www-form-urlencoded",
-                                                "expects": [["name": "threeDSMethodData", "type": "string", "value": .string("sim-\(s.token.prefix(8))")]]]],
-                                       expects: [["name": "NotificationUrl", "type": "string", "value": .string("\(base)/sim/acs/notification")],
-                                                 ["name": "methodCompletionIndicator", "type": "string", "value": "U"]]))
+                                       tasks: attempt.methodStep ? [methodTask] : [], expects: expects))
                     case .scaChallenge:
                         mops.append(op("complete-authentication", "POST", "/authentication/complete",
                                        tasks: [["rel": "sca-redirect", "method": "POST", "href": .string("\(base)/sim/acs/challenge"),

@@ -21,6 +21,9 @@ extension Simulator {
         Route(.POST, "/psp/paymentsessions/{token}/abort", "sessions.abort") { s, c in s.abortPayment(c) },
         Route(.POST, "/psp/paymentsessions/{token}/customize", "sessions.customize") { s, c in s.customizePayment(c) },
         Route(.POST, "/psp/paymentsessions/{token}/events", "sessions.events") { s, c in s.eventLogging(c) },
+        // The simulated issuer's 3-D Secure pages (open: a browser posts to them).
+        Route(.POST, "/sim/acs/method", "sim.acs.method") { s, c in s.acsMethodPage(c) },
+        Route(.POST, "/sim/acs/challenge", "sim.acs.challenge") { s, c in s.acsChallengePage(c) },
         // Test control: read or replace the fault rules.
         Route(.GET, "/sim/faults", "sim.faults") { s, _ in s.faultsDocument() },
         Route(.PUT, "/sim/faults", "sim.faults.set") { s, c in s.replaceFaults(c) },

@@ -4,7 +4,7 @@ import GRDB
 /// released; a change is a new step.
 enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
-                        "v6-session-client-device"]
+                        "v6-session-client-device", "v7-session-public-base"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -80,6 +80,9 @@ enum Migrations {
         migrator.registerMigration("v6-session-client-device") { db in
             // Sealed: a device description can point at a person.
             try db.execute(sql: "ALTER TABLE sessions ADD COLUMN client_device_sealed TEXT")
+        }
+        migrator.registerMigration("v7-session-public-base") { db in
+            try db.execute(sql: "ALTER TABLE sessions ADD COLUMN public_base_url TEXT")
         }
         return migrator
     }

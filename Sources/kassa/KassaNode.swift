@@ -36,6 +36,7 @@ final class KassaNode: Service, Sendable {
         edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
         store = try Store.open(path: databasePath, durability: durability)
         var gatewayConfiguration = gatewayConfiguration
+        gatewayConfiguration.edgeServesTLS = edgeConfiguration.tlsCertificatePath != nil
         if gatewayConfiguration.upstreamURL.isEmpty {
             // No Swedbank Pay configured: run the simulator in this process, on loopback.
             let simulator = try Simulator.start(Simulator.Configuration(

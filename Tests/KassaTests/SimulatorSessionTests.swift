@@ -125,16 +125,20 @@ struct SimulatorSessionTests {
         await s.sim.stop()
     }
 
-    @Test("card with 3-D Secure: create-authentication with a method task, then complete-authentication with a creq")
+    @Test("card with 3-D Secure: create-authentication (with a method task for sim-card-method, else an indicator), then complete-authentication with a creq")
     func cardChallenge() async throws {
         var s = try await open()
         try await s.follow("prepare-payment")
         try await s.follow("expand-method", method: "CreditCard")
-        try await s.follow("start-payment-attempt", method: "CreditCard", body: ["paymentToken": "sim-card-challenge"])
+        try await s.follow("start-payment-attempt", method: "CreditCard", body: ["paymentToken": "sim-card-method"])
         let create = s.operation("create-authentication")
         #expect(create?["tasks"]?.arrayValue?.first?["rel"]?.stringValue == "sca-method-request")
         #expect(create?["expects"]?.arrayValue?.contains { $0["name"]?.stringValue == "NotificationUrl" } == true)
-        try await s.call(create, body: ["methodCompletionIndicator": "Y", "notificationUrl": "n"])
+        #expect(create?["expects"]?.arrayValue?.contains { $0["name"]?.stringValue == "methodCompletionIndicator" } == false)
+        // As strict as the real API: the indicator and an absolute notification URL are required.
+        let refused = try await s.call(create, body: ["methodCompletionIndicator": "maybe", "notificationUrl": "n"])
+        #expect(refused == 400)
+        try await s.call(create, body: ["methodCompletionIndicator": "Y", "notificationUrl": "https://shop.example/notify"])
         let complete = s.operation("complete-authentication")
         #expect(complete?["tasks"]?.arrayValue?.first?["rel"]?.stringValue == "sca-redirect")
         try await s.call(complete, body: ["cRes": "ok"])

@@ -215,7 +215,8 @@ struct SessionProtocolTests {
 
     @Test("every command type but ping parses; an unknown one is refused with the list of known ones")
     func commandTypes() {
-        let bodies: [CommandType: JSONValue] = [.attempt: ["instrument": Instrument.applePay.json], .threeDSecure: ["cres": "x"]]
+        let bodies: [CommandType: JSONValue] = [.attempt: ["instrument": Instrument.applePay.json], .threeDSecure: ["cres": "x"],
+                                                .threeDSecureMethod: ["completed": true]]
         for type in CommandType.allCases where type != .ping {
             #expect((try? PaymentSessionMachine.Command.parse(type.rawValue, bodies[type] ?? [:]).get()) != nil, "\(type)")
         }

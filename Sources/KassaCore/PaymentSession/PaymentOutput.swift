@@ -13,6 +13,8 @@ public struct PaymentOutput: Sendable, Equatable {
         public var method: String
         public var contentType: String?
         public var expects: [Expectation]
+
+        public func expectation(_ name: String) -> Expectation? { expects.first { $0.name == name } }
     }
 
     public struct Operation: Sendable, Equatable {

@@ -74,6 +74,8 @@ public struct PaymentSessionMachine: Sendable {
         case threeDSecureResult(cres: String)
         /// The client's web view could not load the challenge; `retry` shows it again.
         case threeDSecureLoadFailed(reason: String)
+        /// The hidden frame of the 3-D Secure method step loaded, or failed to.
+        case threeDSecureMethodResult(completed: Bool)
         /// The client could not open the app of a LaunchClientApp (e.g. Swish is not installed).
         case appLaunchFailed
     }
@@ -145,6 +147,11 @@ public struct PaymentSessionMachine: Sendable {
     public let sessionURL: String
     /// The client's device: what the upstream bodies say about it, and which wallets are native.
     public let device: ClientDevice
+    /// Where the issuer posts the challenge's cRes: Kassa's own endpoint for this session, so a
+    /// browser client need not capture it. Nil: upstream's NotificationUrl, as the SDKs send.
+    public let notificationURL: String?
+    /// How long the client may take to run the 3-D Secure method step.
+    public let methodTimeoutMs: Int
     private(set) var state: State = .starting
     public var phase: Phase { state.phase }
     public private(set) var output: PaymentOutput?
@@ -167,12 +174,20 @@ public struct PaymentSessionMachine: Sendable {
     var pollGeneration = 0
     /// The rel of the call whose 409 made the session read itself again: a second 409 on it fails.
     var conflictedRel: String?
+    /// The 3-D Secure method step by its threeDSMethodData: "Y" or "N" from the client, "" when
+    /// it timed out (create-authentication then takes upstream's indicator, else "U").
+    var methodResults: [String: String] = [:]
+    /// The method step the client is running now.
+    var pendingMethod: String?
     /// After a restart: the push types of the attempt the client was in (see `init(restoring:)`).
     var restoredAnnouncements: Set<String> = []
 
-    public init(sessionURL: String, device: ClientDevice = ClientDevice(), pollIntervalMs: Int = 2_000) {
+    public init(sessionURL: String, device: ClientDevice = ClientDevice(), notificationURL: String? = nil, pollIntervalMs: Int = 2_000,
+                methodTimeoutMs: Int = 10_000) {
         self.sessionURL = sessionURL
+        self.methodTimeoutMs = methodTimeoutMs
         self.device = device
+        self.notificationURL = notificationURL
         self.pollIntervalMs = pollIntervalMs
     }
 
@@ -181,8 +196,9 @@ public struct PaymentSessionMachine: Sendable {
     /// `start()` and does not announce again what the client was already told
     /// (the instruments, an app to launch, an open 3-D Secure challenge).
     public init(restoring sessionURL: String, phase: Phase, history: [String], device: ClientDevice = ClientDevice(),
-                pollIntervalMs: Int = 2_000) {
-        self.init(sessionURL: sessionURL, device: device, pollIntervalMs: pollIntervalMs)
+                notificationURL: String? = nil, pollIntervalMs: Int = 2_000, methodTimeoutMs: Int = 10_000) {
+        self.init(sessionURL: sessionURL, device: device, notificationURL: notificationURL, pollIntervalMs: pollIntervalMs,
+                  methodTimeoutMs: methodTimeoutMs)
         switch phase {
         case .completed: state = .completed
         case .canceled: state = .canceled
@@ -259,6 +275,12 @@ public struct PaymentSessionMachine: Sendable {
 
     public mutating func pollDue(_ generation: Int) -> [Effect] {
         guard generation == pollGeneration, callInFlight == nil, !phase.isTerminal, phase != .failed else { return [] }
+        if let pending = pendingMethod {
+            // The client did not answer the method step in time: go on without its result.
+            methodResults[pending] = ""
+            pendingMethod = nil
+            return decide()
+        }
         if let getPayment = output?.operation(.getPayment) {
             return [issue(SessionCall(rel: getPayment.rel, method: getPayment.method, href: getPayment.href))]
         }
@@ -334,6 +356,12 @@ public struct PaymentSessionMachine: Sendable {
             let problem: JSONValue = ["type": .string(SdkProblemType.paymentSession3DSecureLoadFailed.rawValue), "detail": .string(String(reason.prefix(500))), "retryable": true]
             lastProblem = problem
             return .success([.push(PushEvent(.sdkProblemOccurred, ["problem": problem, "retryable": true]))])
+        case .threeDSecureMethodResult(let completed):
+            guard let pending = pendingMethod else { return .failure(Self.notAllowed("no 3-D Secure method step is running")) }
+            methodResults[pending] = completed ? "Y" : "N"
+            pendingMethod = nil
+            pollGeneration += 1  // the step's timeout no longer applies
+            return .success(callInFlight == nil ? decide() : [])
         case .appLaunchFailed:
             guard phase == .attempting, var attempt = currentAttempt, !announced.launches.isEmpty,
                   output?.operation(.failPaymentAttempt) != nil else {
@@ -448,11 +476,30 @@ public struct PaymentSessionMachine: Sendable {
                 effects.append(.push(PushEvent(.launchClientApp, ["url": .string(Self.withCallback(task.href, o.paymentUrl))])))
             }
         }
-        // 7–8. create-authentication. The 3-D Secure method step needs the payer's browser; the
-        // gateway cannot run it, so it reports it as not performed ("U").
-        if let create = o.operation(.createAuthentication), create.expectation("NotificationUrl") != nil {
-            let body: JSONValue = ["methodCompletionIndicator": "U",
-                                   "notificationUrl": create.expectation("NotificationUrl")?.value ?? .null,
+        // 7. The 3-D Secure method step, once per threeDSMethodData: the client runs it in a hidden
+        // frame, as the SDKs do in an invisible web view (swedbank-pay-sdk-android
+        // mobilesdk/…/paymentsession/SessionOperationHandler.kt, sca/ScaMethodService.kt).
+        if let task = o.candidates.flatMap(\.tasks).first(where: { $0.rel == OperationRel.scaMethodRequest.rawValue }),
+           let data = Self.methodData(task), methodResults[data] == nil {
+            if pendingMethod != data {
+                pendingMethod = data
+                pollGeneration += 1
+                var form: [String: JSONValue] = [:]
+                for e in task.expects { form[e.name] = e.value }
+                effects.append(.push(PushEvent(.run3DSecureMethod, ["url": .string(task.href), "method": .string(task.method),
+                                                                     "form": .object(form), "timeoutMs": .number(Double(methodTimeoutMs))])))
+                effects.append(.schedulePoll(afterMs: methodTimeoutMs, generation: pollGeneration))
+            }
+            return effects
+        }
+        // 8. create-authentication: the method step's result, else upstream's indicator, else "U";
+        // the cRes comes back to Kassa's notification URL when it has one.
+        if let create = o.operation(.createAuthentication),
+           let notification = notificationURL ?? create.expectation("NotificationUrl")?.value.stringValue {
+            let data = create.tasks.first { $0.rel == OperationRel.scaMethodRequest.rawValue }.flatMap(Self.methodData)
+            let indicator = data.flatMap { methodResults[$0] }.flatMap { $0.isEmpty ? nil : $0 }
+                ?? create.expectation("methodCompletionIndicator")?.value.stringValue ?? "U"
+            let body: JSONValue = ["methodCompletionIndicator": .string(indicator), "notificationUrl": .string(notification),
                                    "requestWindowSize": "FULLSCREEN", "client": device.client,
                                    "browser": device.browser(culture: o.culture)]
             return effects + [issue(call(create, body: body))]
@@ -531,6 +578,10 @@ public struct PaymentSessionMachine: Sendable {
             }
         }
         return effects
+    }
+
+    static func methodData(_ task: PaymentOutput.Task) -> String? {
+        task.expectation("threeDSMethodData")?.value.stringValue ?? task.href
     }
 
     /// PaymentSessionEndReached: nothing can act on the session any more (swedbank-pay-sdk-android

@@ -6,6 +6,8 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
     case paymentSessionFetched = "PaymentSessionFetched"
     case showPaymentMenu = "ShowPaymentMenu"
     case launchClientApp = "LaunchClientApp"
+    /// The 3-D Secure method step: post `form` to `url` in a hidden frame, then send `3dsMethod`.
+    case run3DSecureMethod = "Run3DSecureMethod"
     case show3DSecure = "Show3DSecure"
     case dismiss3DSecure = "Dismiss3DSecure"
     case paymentSessionComplete = "PaymentSessionComplete"
@@ -22,6 +24,8 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
 public enum CommandType: String, Sendable, CaseIterable, Codable {
     case attempt, abort, retry, fallback
     case threeDSecure = "3ds"
+    /// The hidden frame of `Run3DSecureMethod` loaded (`completed: true`) or failed (`false`).
+    case threeDSecureMethod = "3dsMethod"
     case appLaunchFailed
     /// Answered with a pong; never reaches the session.
     case ping
@@ -81,6 +85,11 @@ extension PaymentSessionMachine.Command {
             if let failure = body["loadFailed"]?.stringValue { return .success(.threeDSecureLoadFailed(reason: failure)) }
             guard let cres = body["cres"]?.stringValue else { return .failure(.badRequest("cres is required", parameter: "cres")) }
             return .success(.threeDSecureResult(cres: cres))
+        case .threeDSecureMethod:
+            guard let completed = body["completed"]?.boolValue else {
+                return .failure(.badRequest("completed must be true (the method page loaded) or false", parameter: "completed"))
+            }
+            return .success(.threeDSecureMethodResult(completed: completed))
         case .appLaunchFailed:
             return .success(.appLaunchFailed)
         case .ping, nil:

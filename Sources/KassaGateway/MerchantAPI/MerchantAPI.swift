@@ -315,6 +315,16 @@ extension MerchantAPI {
     /// https (what Swedbank Pay requires of a production paymentUrl).
     var publicScheme: String { configuration.publicBaseURL.hasPrefix("http://") ? "http" : "https" }
 
+    /// `scheme://host` of this gateway as the payer's browser reaches it: `--public-url`, else the Host header.
+    func publicBase(_ request: HTTPRequest) -> String? {
+        if !configuration.publicBaseURL.isEmpty {
+            var base = configuration.publicBaseURL
+            while base.hasSuffix("/") { base.removeLast() }
+            return base
+        }
+        return publicHost(request).map { (configuration.edgeServesTLS ? "https://" : "http://") + $0 }
+    }
+
     func publicHost(_ request: HTTPRequest) -> String? {
         if !configuration.publicBaseURL.isEmpty {
             let trimmed = configuration.publicBaseURL.replacingOccurrences(of: "https://", with: "").replacingOccurrences(of: "http://", with: "")

@@ -82,7 +82,7 @@ extension Gateway {
         let actor: SessionActor, token: String
         do {
             (actor, token) = try await sessions.create(id: id, href: href, payeeReference: payeeReference, paymentOrderID: paymentOrderID,
-                                                       device: device, traceID: context.traceID)
+                                                       device: device, publicBase: merchant.publicBase(context.request), traceID: context.traceID)
         } catch {
             throw Problem.serviceUnavailable("the session cannot be stored: \(Store.reason(error))")
         }
@@ -92,6 +92,32 @@ extension Gateway {
         return .json(["id": .string(id), "clientToken": .string(token), "streamUrl": .string("/v1/sessions/\(id)/stream"),
                       "state": .string(await actor.phase.rawValue)], status: 201)
     }
+
+    // MARK: The issuer's 3-D Secure notification
+
+    /// The issuer's challenge page posts `cres` here (form-urlencoded, as EMV 3-D Secure does; a
+    /// `cres` query is taken too): the session goes on as if the client had sent the `3ds` command,
+    /// so a web client only shows the challenge in a frame. The page it answers is what that frame shows.
+    func threeDSNotification(_ context: RequestContext) async throws -> HTTPResponse {
+        let id = context.parameters["id"] ?? ""
+        guard PaymentURLHelper.isSafeID(id),
+              sessions.tokenKeys.isValidTag(context.parameters["tag"] ?? "", for: SessionService.notificationPurpose + id),
+              let actor = sessions.session(id) else { throw Problem.notFound("no 3-D Secure notification URL like this") }
+        Exchange.current?.sessionID = id
+        let cres = FormURLEncoded.value("cres", in: context.request.body) ?? context.request.queryValue("cres") ?? ""
+        guard !cres.isEmpty else { throw Problem.badRequest("cres is required (the issuer's form field)", parameter: "cres") }
+        if let problem = await actor.command(.threeDSecureResult(cres: cres), source: "issuer") { throw problem }
+        return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
+                            headers: [("cache-control", "no-store"), ("referrer-policy", "no-referrer"),
+                                      ("content-security-policy", "default-src 'none'")],
+                            body: Array(Self.notificationPage.utf8))
+    }
+
+    static let notificationPage = """
+        <!DOCTYPE html>
+        <html><head><meta charset="utf-8"><title>Verified</title></head>
+        <body><p>Verified. The payment continues.</p></body></html>
+        """
 
     // MARK: Read and command
 

@@ -112,6 +112,7 @@ actor SessionActor {
         case .fallback: return "fallback"
         case .threeDSecureResult: return "3ds"
         case .threeDSecureLoadFailed: return "3ds load failed"
+        case .threeDSecureMethodResult(let completed): return "3ds method \(completed ? "completed" : "failed")"
         case .appLaunchFailed: return "app launch failed"
         }
     }
@@ -131,7 +132,8 @@ actor SessionActor {
             seq = since
             sentUpTo = since
             machine = PaymentSessionMachine(restoring: machine.sessionURL, phase: .starting, history: ["PaymentSessionFetched"],
-                                            device: machine.device, pollIntervalMs: machine.pollIntervalMs)
+                                            device: machine.device, notificationURL: machine.notificationURL, pollIntervalMs: machine.pollIntervalMs,
+                                            methodTimeoutMs: machine.methodTimeoutMs)
         }
         await start()
         subscribers.insert(connection)

@@ -66,16 +66,20 @@ final class SessionService: SessionEnvironment {
     /// A new session for a view-paymentsession `href`; returns it with its client token.
     /// `id` comes from `newID()`, made before the payment order so its events carry it too.
     func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, device: ClientDevice?,
-                traceID: String) async throws -> (SessionActor, String) {
+                publicBase: String?, traceID: String) async throws -> (SessionActor, String) {
         let now = nowMs()
         let token = SessionToken.issue(sessionID: id, href: href, expiresAt: (now + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
-                                       device: device, keys: tokenKeys)
+                                       device: device, publicBase: publicBase, keys: tokenKeys)
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
-                                         clientDeviceSealed: device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) })
+                                         clientDeviceSealed: device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) },
+                                         publicBaseURL: publicBase)
         try await store.insertSession(record)
-        let machine = PaymentSessionMachine(sessionURL: href, device: device ?? ClientDevice(), pollIntervalMs: configuration.sessionPollIntervalMs)
+        let machine = PaymentSessionMachine(sessionURL: href, device: device ?? ClientDevice(),
+                                            notificationURL: notificationURL(id: id, publicBase: publicBase),
+                                            pollIntervalMs: configuration.sessionPollIntervalMs,
+                                            methodTimeoutMs: configuration.threeDSMethodTimeoutMs)
         let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
                                  history: [], environment: self)
         registry.add(actor)
@@ -124,12 +128,23 @@ final class SessionService: SessionEnvironment {
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
         let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: logged.map(\.summary),
-                                            device: storedDevice(record), pollIntervalMs: configuration.sessionPollIntervalMs)
+                                            device: storedDevice(record), notificationURL: notificationURL(id: record.id, publicBase: record.publicBaseURL),
+                                            pollIntervalMs: configuration.sessionPollIntervalMs,
+                                            methodTimeoutMs: configuration.threeDSMethodTimeoutMs)
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, environment: self)
     }
 
     static let devicePurpose = "session client device"
+
+    /// Where the issuer posts a session's cRes: `<public base>/v1/sessions/<id>/3ds/notification/<tag>`,
+    /// the tag a MAC of the id, so only the URL Kassa gave upstream is taken. Nil without a public base.
+    func notificationURL(id: String, publicBase: String?) -> String? {
+        guard let base = publicBase, !base.isEmpty else { return nil }
+        return base + "/v1/sessions/\(id)/3ds/notification/" + tokenKeys.tag(Self.notificationPurpose + id)
+    }
+
+    static let notificationPurpose = "3-D Secure notification for session "
 
     /// The device a stored session was created with; the defaults if it had none
     /// (or its key was rotated away).
@@ -150,11 +165,14 @@ final class SessionService: SessionEnvironment {
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: claim.href, payeeReference: nil,
                                          paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
-                                         clientDeviceSealed: claim.device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) })
+                                         clientDeviceSealed: claim.device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) },
+                                         publicBaseURL: claim.publicBase)
         do { try store.insertSessionNow(record) } catch { return registry.session(id) }
         let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
                                             history: since > 0 ? ["PaymentSessionFetched"] : [], device: claim.device ?? ClientDevice(),
-                                            pollIntervalMs: configuration.sessionPollIntervalMs)
+                                            notificationURL: notificationURL(id: id, publicBase: claim.publicBase),
+                                            pollIntervalMs: configuration.sessionPollIntervalMs,
+                                            methodTimeoutMs: configuration.threeDSMethodTimeoutMs)
         let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
                                      history: [], seqBase: since, environment: self)
         let actor = registry.add(candidate)
