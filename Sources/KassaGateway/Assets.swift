@@ -15,13 +15,17 @@ enum Assets {
     /// Scripts, styles and connections only from this origin; never framed; no plugins.
     static let contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    /// The demo checkout also frames the issuer's 3-D Secure pages and posts forms to them,
+    /// wherever the issuer is: as a card checkout must.
+    static let demoContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        + "connect-src 'self'; frame-src 'self' https: http:; frame-ancestors 'none'; base-uri 'none'; form-action 'self' https: http:"
 }
 
 extension HTTPResponse {
     /// One of the gateway's static files, under the pages' CSP.
-    static func asset(_ bytes: [UInt8], contentType: String) -> HTTPResponse {
+    static func asset(_ bytes: [UInt8], contentType: String, policy: String = Assets.contentSecurityPolicy) -> HTTPResponse {
         HTTPResponse(status: 200, contentType: contentType,
-                     headers: [("content-security-policy", Assets.contentSecurityPolicy), ("cache-control", "no-cache"),
+                     headers: [("content-security-policy", policy), ("cache-control", "no-cache"),
                                ("x-content-type-options", "nosniff"), ("referrer-policy", "no-referrer")],
                      body: bytes)
     }

@@ -37,7 +37,8 @@ extension Gateway {
         // The WebSocket GET /v1/admin/stream (live events for the admin page) is accepted in Gateway+AdminStream.swift.
 
         // The demo checkout page (a thin client to copy)
-        (.open, Route(.GET, "/demo/", "demo") { _, _ in .asset(Assets.demoHTML, contentType: "text/html; charset=utf-8") }),
+        (.open, Route(.GET, "/demo/", "demo") { _, _ in
+            .asset(Assets.demoHTML, contentType: "text/html; charset=utf-8", policy: Assets.demoContentSecurityPolicy) }),
         (.open, Route(.GET, "/demo/demo.js", "demo") { _, _ in .asset(Assets.demoJS, contentType: "text/javascript; charset=utf-8") }),
         (.open, Route(.GET, "/demo/demo.css", "demo") { _, _ in .asset(Assets.demoCSS, contentType: "text/css; charset=utf-8") }),
 

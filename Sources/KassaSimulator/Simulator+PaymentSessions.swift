@@ -53,6 +53,7 @@ extension Simulator {
     static let savedCards: [JSONValue] = [
         ["rank": 1, "paymentToken": "sim-card-frictionless", "cardBrand": "Visa", "maskedPan": "492500******0004", "expiryDate": "2030-12-01T00:00:00Z"],
         ["rank": 2, "paymentToken": "sim-card-challenge", "cardBrand": "MasterCard", "maskedPan": "522661******0009", "expiryDate": "2031-06-01T00:00:00Z"],
+        ["rank": 3, "paymentToken": "sim-card-method", "cardBrand": "Visa", "maskedPan": "401200******0016", "expiryDate": "2032-03-01T00:00:00Z"],
     ]
     static let swishPrefills: [JSONValue] = [["rank": 1, "msisdn": "+46739000001"]]
 

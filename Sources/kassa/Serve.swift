@@ -45,6 +45,8 @@ struct Serve: AsyncParsableCommand {
     var shutdownGrace: Int?
     @Option(help: "SQLite durability: normal (survives a process crash) or full (also power loss). (KASSA_DURABILITY, default normal)")
     var durability: String?
+    @Option(name: .customLong("3ds-method-timeout-ms"), help: "Milliseconds a client may take to run the 3-D Secure method step; then Kassa goes on with upstream's indicator, else U. (KASSA_3DS_METHOD_TIMEOUT_MS, default 10000)")
+    var threeDSMethodTimeoutMs: Int?
     @Option(name: .customLong("event-logging"), help: "on: post the SDKs' beacons to each session's event-logging operation (Swedbank Pay's support then sees Kassa payments as SDK payments); off: none. (KASSA_EVENT_LOGGING, default on)")
     var eventLogging: String?
     @Option(name: .customLong("payee-id"), help: "Swedbank Pay payee id set on payment orders that lack one. (KASSA_PAYEE_ID)")
@@ -139,6 +141,10 @@ struct Serve: AsyncParsableCommand {
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
+        gateway.threeDSMethodTimeoutMs = try setting(threeDSMethodTimeoutMs, "KASSA_3DS_METHOD_TIMEOUT_MS", default: 10_000)
+        guard (100...600_000).contains(gateway.threeDSMethodTimeoutMs) else {
+            throw ValidationError("--3ds-method-timeout-ms must be from 100 to 600000")
+        }
         switch setting(eventLogging, "KASSA_EVENT_LOGGING", default: "on") {
         case "on": gateway.eventLogging = true
         case "off": gateway.eventLogging = false

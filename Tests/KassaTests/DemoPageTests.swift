@@ -22,4 +22,21 @@ struct DemoPageTests {
         #expect(opens.contains { $0.data?["since"]?.intValue ?? 0 >= 1 }, "and resumed with since")
         await t.stop()
     }
+
+    @Test("the page pays by card with 3-D Secure: the method step in a hidden frame, the issuer's challenge in a frame, no cRes typed")
+    func cardWithChallengeInChromium() async throws {
+        let t = try TestNode()
+        let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        let screenshot = artifacts.appendingPathComponent("demo-card3ds.png").path
+        let (status, output) = try await runPython([testsPath("python/demo_card3ds.py"), t.base, "test-key", screenshot])
+        #expect(status == 0, "\(output.suffix(3000))")
+        let authentication = try #require(t.simulator.received("sessions.authentication").first)
+        #expect(authentication["methodCompletionIndicator"] == "Y", "the page reported the method frame loaded")
+        #expect(authentication["client"]?["userAgent"]?.stringValue?.contains("Chrome") == true, "the browser's own data went upstream")
+        await t.node.store.eventLog.flush()
+        let commands = try t.node.store.eventLog.events().filter { $0.kind == "client.command" }.map(\.summary)
+        #expect(commands.contains("issuer: 3ds"), "the cRes came from the issuer's page: \(commands)")
+        await t.stop()
+    }
 }

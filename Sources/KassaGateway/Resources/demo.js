@@ -12,9 +12,15 @@ const demo = {
               cancelUrl: location.origin + "/demo/cancel", paymentUrl: location.origin + "/demo/" },
       payeeInfo: { payeeId: "kassa-demo", payeeName: "Kassa demo" }
     };
+    // What the payer's issuer sees of this browser (the SDKs send the phone's own data).
+    const client = {
+      platform: "web", userAgent: navigator.userAgent.slice(0, 512), language: navigator.language,
+      screenHeight: screen.height, screenWidth: screen.width, screenColorDepth: screen.colorDepth,
+      timeZoneOffset: -new Date().getTimezoneOffset()
+    };
     const response = await fetch("/v1/sessions", {
       method: "POST", headers: { "Content-Type": "application/json", "Your-Api-Key": key },
-      body: JSON.stringify({ paymentOrder })
+      body: JSON.stringify({ paymentOrder, client })
     });
     const body = await response.json();
     if (!response.ok) { this.log({ type: "error", data: body }, true); return; }
@@ -63,7 +69,18 @@ const demo = {
         p.textContent = ""; const a = document.createElement("a"); a.href = event.data.url; a.textContent = "Open Swish";
         p.appendChild(a); hide("launch", false); break;
       }
-      case "Show3DSecure": hide("challengeBox", false); break;
+      case "Run3DSecureMethod": {
+        // The issuer's method page runs in a hidden frame; its load is the step's result.
+        const frame = document.getElementById("methodFrame");
+        frame.onload = () => { frame.onload = null; this.send({ type: "3dsMethod", completed: true }); };
+        this.postToFrame("methodFrame", event.data);
+        break;
+      }
+      case "Show3DSecure":
+        // The issuer's challenge page, shown in a frame; it posts the cRes to Kassa by itself.
+        hide("challengeBox", false);
+        this.postToFrame("challengeFrame", event.data);
+        break;
       case "Dismiss3DSecure": hide("challengeBox", true); break;
       case "ShowPaymentMenu": this.log({ type: "menu", data: { url: event.data.url } }); break;
       case "PaymentSessionComplete": case "PaymentSessionCanceled":
@@ -72,6 +89,20 @@ const demo = {
         break;
     }
     document.getElementById("state").textContent = event.type;
+  },
+
+  /// Submits `form` to `url` with `method`, into the named frame: how a challenge or method page is opened.
+  postToFrame(frameName, { url, method, form }) {
+    const f = document.createElement("form");
+    f.method = method || "POST"; f.action = url; f.target = frameName; f.className = "hidden";
+    for (const [name, value] of Object.entries(form || {})) {
+      const input = document.createElement("input");
+      input.type = "hidden"; input.name = name; input.value = String(value);
+      f.appendChild(input);
+    }
+    document.body.appendChild(f);
+    f.submit();
+    f.remove();
   },
 
   showInstruments(instruments) {
@@ -117,5 +148,4 @@ const demo = {
 };
 document.getElementById("create").onclick = () => demo.create();
 document.getElementById("abort").onclick = () => demo.send({ type: "abort" });
-document.getElementById("confirmChallenge").onclick = () => demo.send({ type: "3ds", cres: "demo-confirmed" });
 window.kassaDemo = demo;

@@ -1,0 +1,44 @@
+"""Pays by card with 3-D Secure on the /demo/ page in headless Chromium: the method
+step runs in the page's hidden frame, the simulated issuer's challenge page shows in
+its frame, and the payer approves there. Nobody types a cRes: the issuer's page posts
+it to Kassa's notification URL.
+
+Usage: python3 demo_card3ds.py BASE_URL API_KEY SCREENSHOT_PATH
+Exit 0 when the page reaches PaymentSessionComplete through Run3DSecureMethod,
+Show3DSecure and Dismiss3DSecure, with nothing refused or blocked.
+"""
+import sys
+
+from playwright.sync_api import sync_playwright
+
+
+def main(base, api_key, screenshot):
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        page = browser.new_page()
+        blocked = []
+        page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+        page.goto(base + "/demo/")
+        page.fill("#apiKey", api_key)
+        page.click("#create")
+        page.wait_for_selector("#events li[data-type=PaymentSessionFetched]", timeout=15000)
+        page.click("button[data-instrument='Visa 401200******0016']")
+        page.wait_for_selector("#events li[data-type=Show3DSecure]", timeout=20000)
+        page.frame_locator("#challengeFrame").locator("#approve").click(timeout=15000)
+        page.wait_for_selector("#events li[data-type=PaymentSessionComplete]", timeout=20000)
+        types = page.eval_on_selector_all("#events li[data-seq]", "items => items.map(i => i.dataset.type)")
+        problems = page.eval_on_selector_all("#events li.problem", "items => items.map(i => i.textContent)")
+        page.screenshot(path=screenshot, full_page=True)
+        browser.close()
+    print("types", types, "problems", problems, "blocked by CSP", blocked)
+    expected = ["PaymentSessionFetched", "Run3DSecureMethod", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"]
+    if types != expected:
+        print("expected", expected)
+        return 1
+    if problems or blocked:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))
