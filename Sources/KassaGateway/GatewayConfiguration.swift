@@ -53,6 +53,8 @@ public struct GatewayConfiguration: Sendable {
     /// The edge speaks only https and wss (set from the edge's configuration): the scheme of
     /// URLs built from a request's Host header when `publicBaseURL` is empty.
     public var edgeServesTLS = false
+    /// The Apple Pay merchant identifier (`merchant.com.example`) given to iOS clients with the wallet sheet.
+    public var applePayMerchantID: String?
     /// Post the SDKs' beacons to a session's `event-logging` operation when it offers one.
     public var eventLogging = true
     /// Seconds a client token is valid after its session was created.

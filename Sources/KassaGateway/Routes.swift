@@ -21,6 +21,7 @@ extension Gateway {
         (.clientToken, Route(.POST, "/v1/sessions/{id}/retry", "sessions.retry") { g, c in try await g.sessionCommand(c, type: .retry) }),
         (.clientToken, Route(.POST, "/v1/sessions/{id}/fallback", "sessions.fallback") { g, c in try await g.sessionCommand(c, type: .fallback) }),
         (.clientToken, Route(.POST, "/v1/sessions/{id}/3ds", "sessions.3ds") { g, c in try await g.sessionCommand(c, type: .threeDSecure) }),
+        (.clientToken, Route(.POST, "/v1/sessions/{id}/wallet", "sessions.wallet") { g, c in try await g.sessionCommand(c, type: .wallet) }),
         (.clientToken, Route(.POST, "/v1/sessions/{id}/3ds-method", "sessions.3ds-method") { g, c in try await g.sessionCommand(c, type: .threeDSecureMethod) }),
         // The issuer posts the challenge's cRes here; the tag in the path is what authorizes it.
         (.open, Route(.POST, "/v1/sessions/{id}/3ds/notification/{tag}", "sessions.3ds-notification") { g, c in try await g.threeDSNotification(c) }),

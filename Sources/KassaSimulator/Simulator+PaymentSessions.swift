@@ -6,7 +6,7 @@ import KassaEdge
 /// PaymentOutputModel; what operations it lists depends on the session's state.
 struct SimulatedSession: Sendable {
     enum Outcome: String, Sendable { case success, declined, payerCancelled }
-    enum Stage: Sendable, Equatable { case awaitingPayer, scaMethod, scaChallenge }
+    enum Stage: Sendable, Equatable { case awaitingPayer, scaMethod, scaChallenge, walletSheet }
 
     struct Attempt: Sendable {
         var method: String
@@ -152,7 +152,8 @@ extension Simulator {
                 default: break
                 }
             case "ApplePay", "GooglePay":
-                break
+                // The wallet sheet's payload is required before anything is decided.
+                stage = .walletSheet
             default:
                 return Self.notAllowed("start-payment-attempt")
             }
@@ -161,6 +162,27 @@ extension Simulator {
                                     methodStep: methodStep)
             // Frictionless cards are decided at once.
             if method == "CreditCard" && stage == .awaitingPayer { finish(&session, outcome) }
+            return nil
+        }
+    }
+
+    /// `{"paymentMethod": "ApplePay"|"GooglePay", "paymentPayload": "<base64>"}` (swedbank-pay-sdk-ios
+    /// SwedbankPayAPIEndpointRouter.swift attemptPayload; swedbank-pay-sdk-android …/request/AttemptPayload.kt).
+    /// `sim-wallet-declined` (base64 or not) is declined; any other payload completes.
+    func attemptPayload(_ c: RequestContext) -> HTTPResponse {
+        let body = (try? JSONValue.parse(c.request.body)) ?? .object([:])
+        return withSession(c) { session, _, _ in
+            let method = c.parameters["method"] ?? ""
+            guard let attempt = session.attempt, attempt.method == method, attempt.stage == .walletSheet else {
+                return Self.notAllowed("attempt-payload")
+            }
+            var problems: [(String, String)] = []
+            if body["paymentMethod"]?.stringValue != method { problems.append(("paymentMethod", "must be \(method)")) }
+            let payload = body["paymentPayload"]?.stringValue ?? ""
+            if payload.isEmpty { problems.append(("paymentPayload", "is required")) }
+            guard problems.isEmpty else { return SwedbankProblem.inputError("paymentsessions", problems) }
+            let declined = payload == "sim-wallet-declined" || payload == "c2ltLXdhbGxldC1kZWNsaW5lZA=="
+            finish(&session, declined ? .declined : attempt.outcome)
             return nil
         }
     }
@@ -362,7 +384,9 @@ extension Simulator {
             if let pending = s.problem {
                 problem = ["type": .string(pending.type), "title": .string(pending.title), "status": 422,
                            "detail": .string(pending.detail),
-                           "operation": op("acknowledge-failed-attempt", "POST", "/attempts/acknowledge")]
+                           // One href per failed attempt: the SDKs remember acknowledged problems by href
+                           // (swedbank-pay-sdk-android SessionOperationHandler.kt alreadyUsedProblemUrls).
+                           "operation": op("acknowledge-failed-attempt", "POST", "/attempts/acknowledge?attempt=\(s.attempts)")]
             }
             let enabled = s.restrictTo ?? Self.sessionMethods
             for method in Self.sessionMethods where enabled.contains(method) {
@@ -387,6 +411,33 @@ extension Simulator {
                         if !attempt.methodStep { expects.append(["name": "methodCompletionIndicator", "type": "string", "value": "U"]) }
                         mops.append(op("create-authentication", "POST", "/authentication",
                                        tasks: attempt.methodStep ? [methodTask] : [], expects: expects))
+                    case .walletSheet:
+                        // What each SDK opens its wallet sheet with: Apple Pay's names from swedbank-pay-sdk-ios
+                        // SwedbankPaySDK/Classes/ApplePay/SwedbankPayAuthorization.swift, Google Pay's from
+                        // swedbank-pay-sdk-android …/paymentsession/googlepay/util/GooglePayConstants.kt.
+                        let amount = p.order["amount"]?.intValue ?? 0
+                        let total = "\(amount / 100).\(String(amount % 100).leftPadded(to: 2))"
+                        let currency = p.order["currency"] ?? "SEK"
+                        let expects: [JSONValue] = method == "ApplePay"
+                            ? [["name": "TotalAmount", "type": "string", "value": .string(total)],
+                               ["name": "TotalAmountLabel", "type": "string", "value": p.order["payeeInfo"]?["payeeName"] ?? "Shop"],
+                               ["name": "CurrencyCode", "type": "string", "value": currency],
+                               ["name": "Locale", "type": "string", "value": p.order["language"] ?? "sv-SE"],
+                               ["name": "SupportedNetworks", "type": "string[]", "value": ["visa", "masterCard"]],
+                               ["name": "MerchantCapabilities", "type": "string[]", "value": ["supports3DS"]]]
+                            : [["name": "TotalPrice", "type": "string", "value": .string(total)],
+                               ["name": "TotalPriceStatus", "type": "string", "value": "FINAL"],
+                               ["name": "CurrencyCode", "type": "string", "value": currency],
+                               ["name": "CountryCode", "type": "string", "value": "SE"],
+                               ["name": "EnvironmentNative", "type": "string", "value": "TEST"],
+                               ["name": "Gateway", "type": "string", "value": "payex"],
+                               ["name": "GatewayMerchantId", "type": "string", "value": "sim-gateway-merchant"],
+                               ["name": "AllowedCardNetworks", "type": "string[]", "value": ["VISA", "MASTERCARD"]],
+                               ["name": "AllowedCardAuthMethods", "type": "string[]", "value": ["PAN_ONLY", "CRYPTOGRAM_3DS"]]]
+                        mops.append(op("attempt-payload", "POST", "/methods/\(method)/payload",
+                                       tasks: [["rel": "wallet-sdk", "method": "GET", "href": "", "contentType": "application/json",
+                                                "expects": .array(expects)]]))
+                        mops.append(op("fail-payment-attempt", "POST", "/methods/\(method)/fail"))
                     case .scaChallenge:
                         mops.append(op("complete-authentication", "POST", "/authentication/complete",
                                        tasks: [["rel": "sca-redirect", "method": "POST", "href": .string("\(base)/sim/acs/challenge"),

@@ -14,6 +14,7 @@ extension Simulator {
         Route(.POST, "/psp/paymentsessions/{token}/methods/{method}/expand", "sessions.expand") { s, c in s.expandMethod(c) },
         Route(.POST, "/psp/paymentsessions/{token}/methods/{method}/attempts", "sessions.attempt") { s, c in s.startAttempt(c) },
         Route(.POST, "/psp/paymentsessions/{token}/methods/{method}/fail", "sessions.fail") { s, c in s.failAttempt(c) },
+        Route(.POST, "/psp/paymentsessions/{token}/methods/{method}/payload", "sessions.payload") { s, c in s.attemptPayload(c) },
         Route(.GET, "/psp/paymentsessions/{token}/payment", "sessions.payment") { s, c in s.getPayment(c) },
         Route(.POST, "/psp/paymentsessions/{token}/authentication", "sessions.authentication") { s, c in s.createAuthentication(c) },
         Route(.POST, "/psp/paymentsessions/{token}/authentication/complete", "sessions.authentication.complete") { s, c in s.completeAuthentication(c) },

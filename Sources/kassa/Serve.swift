@@ -47,6 +47,8 @@ struct Serve: AsyncParsableCommand {
     var durability: String?
     @Option(name: .customLong("3ds-method-timeout-ms"), help: "Milliseconds a client may take to run the 3-D Secure method step; then Kassa goes on with upstream's indicator, else U. (KASSA_3DS_METHOD_TIMEOUT_MS, default 10000)")
     var threeDSMethodTimeoutMs: Int?
+    @Option(name: .customLong("apple-pay-merchant-id"), help: "Apple Pay merchant identifier (merchant.com.example) iOS clients open the wallet sheet with. (KASSA_APPLE_PAY_MERCHANT_ID)")
+    var applePayMerchantID: String?
     @Option(name: .customLong("event-logging"), help: "on: post the SDKs' beacons to each session's event-logging operation (Swedbank Pay's support then sees Kassa payments as SDK payments); off: none. (KASSA_EVENT_LOGGING, default on)")
     var eventLogging: String?
     @Option(name: .customLong("payee-id"), help: "Swedbank Pay payee id set on payment orders that lack one. (KASSA_PAYEE_ID)")
@@ -141,6 +143,7 @@ struct Serve: AsyncParsableCommand {
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
+        gateway.applePayMerchantID = setting(applePayMerchantID, "KASSA_APPLE_PAY_MERCHANT_ID", default: "").nonEmpty
         gateway.threeDSMethodTimeoutMs = try setting(threeDSMethodTimeoutMs, "KASSA_3DS_METHOD_TIMEOUT_MS", default: 10_000)
         guard (100...600_000).contains(gateway.threeDSMethodTimeoutMs) else {
             throw ValidationError("--3ds-method-timeout-ms must be from 100 to 600000")

@@ -10,7 +10,7 @@ struct AdminPageTests {
     func timelineInChromium() async throws {
         let t = try TestNode()
         // A payment with a declined attempt, then a successful one.
-        let (done, s) = try await t.sessions.fetched(client: ["platform": "ios"])
+        let (done, s) = try await t.sessions.fetched(client: ["platform": "ios", "wallets": ["ApplePay"]])
         try await s.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-declined"]])
         _ = try await s.event(.sessionProblemOccurred)
         var accepted = false
@@ -18,11 +18,13 @@ struct AdminPageTests {
             try await s.send(["id": .string("a\(i)"), "type": "attempt", "instrument": ["type": "ApplePay"]])
             accepted = try await s.ack("a\(i)")["ok"] == true
         }
+        _ = try await s.event(.showWallet)
+        try await s.send(["id": "p", "type": "wallet", "payload": "c2lt"])
         _ = try await s.event(.paymentSessionComplete)
         let payeeReference = try #require(try t.node.store.session(id: done.id)?.payeeReference)
 
         // A second one, still waiting for the payer when the page opens it.
-        let (live, ls) = try await t.sessions.fetched(client: ["platform": "android"])
+        let (live, ls) = try await t.sessions.fetched(client: ["platform": "android", "wallets": ["GooglePay"]])
 
         let control = t.dir.file("control")
         let screenshot = testsPath("../test-artifacts/admin-timeline.png")
@@ -31,7 +33,7 @@ struct AdminPageTests {
         // When the page follows the live session, complete it: the page must show it without a reload.
         let deadline = Date().addingTimeInterval(30)
         while !FileManager.default.fileExists(atPath: control) && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        try await ls.send(["id": "go", "type": "attempt", "instrument": ["type": "GooglePay"]])
+        try await ls.payByWallet("GooglePay", id: "go")
         _ = try await ls.event(.paymentSessionComplete)
         let (status, output) = try await page.value
         #expect(status == 0, "\(output.suffix(3000))")

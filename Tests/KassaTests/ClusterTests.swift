@@ -47,7 +47,7 @@ struct ClusterTests {
         let c = SessionClient(base: front, port: ports[3])
         var sessions: [(SessionClient.Created, Stream)] = []
         for _ in 0..<6 {
-            let created = try await c.create(key: "k", client: ["platform": "ios"])
+            let created = try await c.create(key: "k", client: ["platform": "ios", "wallets": ["ApplePay"]])
             let stream = try await c.stream(created)
             _ = try await stream.event(.paymentSessionFetched)
             sessions.append((created, stream))
@@ -87,8 +87,8 @@ struct ClusterTests {
         let stream = try #require(resumed, "the client could not reconnect")
         // Apple Pay is native only on iOS: the node that picked the session up knows the
         // client's platform from the token.
-        try await stream.send(["id": "go", "type": "attempt", "instrument": ["type": "ApplePay"]])
-        #expect(try await stream.ack("go")["ok"] == true)
+        try await stream.payByWallet("ApplePay", id: "go")
+        #expect(stream.received.contains { $0["re"] == "go" && $0["ok"] == true })
         let complete = try await stream.event(.paymentSessionComplete)
         #expect((complete["seq"]?.intValue ?? 0) > 1, "the stream continues after the seq the client had")
         let newOwners = try await owners(victim.id).filter { $0 != dead }
@@ -96,7 +96,7 @@ struct ClusterTests {
 
         // The other sessions carry on where they were.
         let (other, otherStream) = sessions.first { ownerOf[$0.0.id] != dead }!
-        try await otherStream.send(["id": "x", "type": "attempt", "instrument": ["type": "ApplePay"]])
+        try await otherStream.payByWallet("ApplePay", id: "x")
         _ = try await otherStream.event(.paymentSessionComplete)
         #expect(try await owners(other.id) == [ownerOf[other.id]!])
     }

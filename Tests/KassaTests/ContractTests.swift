@@ -203,6 +203,7 @@ struct ContractTests {
     static let iPhone: JSONValue = [
         "platform": "ios", "userAgent": "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X)", "screenHeight": 2532,
         "screenWidth": 1170, "screenColorDepth": 32, "language": "en-US", "timeZoneOffset": 60, "acceptHeader": "text/html",
+        "wallets": ["ApplePay"],
     ]
 
     @Test("the client's device reaches each upstream call in the shape the SDKs send, and each step is reported to event-logging")
@@ -283,7 +284,7 @@ struct ContractTests {
         defer { dir.cleanup() }
         let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 50))
         let secret = String(repeating: "0123456789abcdef", count: 4)
-        let android: JSONValue = ["platform": "android", "userAgent": "Pixel-UA-7f3e", "timeZoneOffset": -300]
+        let android: JSONValue = ["platform": "android", "userAgent": "Pixel-UA-7f3e", "timeZoneOffset": -300, "wallets": ["GooglePay"]]
         var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) {
             $0.upstreamToken = Simulator.defaultToken
             $0.clusterSecrets = [secret]
@@ -301,8 +302,8 @@ struct ContractTests {
             $0.clusterSecrets = [secret]
         }
         let stream = try await t.sessions.stream(session, since: 1)
-        try await stream.send(["id": "g", "type": "attempt", "instrument": ["type": "GooglePay"]])
-        #expect(try await stream.ack("g")["ok"] == true, "Google Pay is native on the restored Android session")
+        try await stream.payByWallet("GooglePay", id: "g")
+        #expect(stream.received.contains { $0["re"] == "g" && $0["ok"] == true }, "Google Pay is native on the restored Android session")
         _ = try await stream.event(.paymentSessionComplete)
         let attempt = try #require(simulator.received("sessions.attempt").last)
         #expect(attempt["client"]?["userAgent"] == "Pixel-UA-7f3e" && attempt["client"]?["clientType"] == "Native")

@@ -63,16 +63,47 @@ struct SessionsTests {
         await simulator.stop()
     }
 
-    @Test("Google Pay on Android and Apple Pay on iOS complete; each is web-based, and refused as a native attempt, on the other platforms")
+    @Test("wallets: the sheet's values and the payload go through attempt-payload; a canceled sheet fails the attempt; a declined payload too")
+    func walletSheet() async throws {
+        let t = try TestNode { $0.applePayMerchantID = "merchant.com.example.kassa" }
+        let (_, apple) = try await t.sessions.fetched(client: ["platform": "ios", "wallets": ["ApplePay"]])
+        let sheet = try await apple.payByWallet("ApplePay", payload: "YXBwbGUtcGF5LWRhdGE=")
+        #expect(sheet["data"]?["merchantIdentifier"] == "merchant.com.example.kassa")
+        #expect(sheet["data"]?["request"]?["TotalAmount"] == "15.00" && sheet["data"]?["request"]?["CurrencyCode"] == "SEK")
+        _ = try await apple.event(.paymentSessionComplete)
+        #expect(t.simulator.received("sessions.payload") == [["paymentMethod": "ApplePay", "paymentPayload": "YXBwbGUtcGF5LWRhdGE="]])
+
+        let (_, google) = try await t.sessions.fetched(client: ["platform": "android", "wallets": ["GooglePay"]])
+        try await google.send(["id": "g", "type": "attempt", "instrument": ["type": "GooglePay"]])
+        let googleSheet = try await google.event(.showWallet)
+        #expect(googleSheet["data"]?["request"]?["GatewayMerchantId"] == "sim-gateway-merchant")
+        #expect(googleSheet["data"]?["merchantIdentifier"] == nil)
+        try await google.send(["id": "c", "type": "wallet", "canceled": true])
+        let canceled = try await google.event(.sessionProblemOccurred)
+        #expect(canceled["data"]?["problem"]?["type"]?.stringValue?.hasSuffix("/usercancelled") == true)
+        #expect(t.simulator.received("sessions.fail").last?["problemType"] == "UserCancelled")
+        try await google.payByWallet("GooglePay", id: "g2", payload: "sim-wallet-declined")
+        let declined = try await google.event(.sessionProblemOccurred)
+        #expect(declined["data"]?["problem"]?["type"]?.stringValue?.hasSuffix("/paymentattemptdeclined") == true)
+
+        // A wallet answer with no sheet open changes nothing.
+        try await google.send(["id": "late", "type": "wallet", "payload": "x"])
+        #expect(try await google.ack("late")["problem"]?["status"] == 409)
+        await t.stop()
+    }
+
+    @Test("Apple Pay and Google Pay are native only where the client declares the platform and the wallet; elsewhere web-based, and refused as an attempt")
     func wallets() async throws {
         let t = try TestNode()
-        for (wallet, platform) in [("GooglePay", "android"), ("ApplePay", "ios")] {
-            let (_, stream) = try await t.sessions.fetched(client: ["platform": .string(platform)])
-            try await stream.send(["id": "w", "type": "attempt", "instrument": ["type": .string(wallet)]])
-            _ = try await stream.event(.paymentSessionComplete)
-        }
-        for (platform, native, web) in [("ios", "ApplePay", "GooglePay"), ("android", "GooglePay", "ApplePay"), ("web", nil, "ApplePay")] {
-            let (_, stream) = try await t.sessions.fetched(client: ["platform": .string(platform)])
+        let cases: [(JSONValue, String?, String)] = [
+            (["platform": "ios", "wallets": ["ApplePay"]], "ApplePay", "GooglePay"),
+            (["platform": "android", "wallets": ["GooglePay"]], "GooglePay", "ApplePay"),
+            (["platform": "ios"], nil, "ApplePay"),
+            (["platform": "web", "wallets": ["ApplePay"]], nil, "ApplePay"),
+        ]
+        for (client, native, web) in cases {
+            let platform = client["platform"]!.stringValue!
+            let (_, stream) = try await t.sessions.fetched(client: client)
             let fetched = try #require(stream.received.last { $0["type"]?.stringValue == PushType.paymentSessionFetched.rawValue })
             let list = fetched["data"]?["availableInstruments"]?.arrayValue ?? []
             if let native { #expect(list.contains(["type": .string(native)]), "\(platform) offers \(native)") }
@@ -459,8 +490,8 @@ struct SessionsTests {
         defer { dir.cleanup() }
         let simulator = try Simulator.start(Simulator.Configuration(port: 0, payerDelayMs: 100))
         var t = try TestNode(upstreamURL: simulator.baseURL, directory: dir) { $0.upstreamToken = Simulator.defaultToken }
-        let (done, doneStream) = try await t.sessions.fetched(client: ["platform": "ios"])
-        try await doneStream.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
+        let (done, doneStream) = try await t.sessions.fetched()
+        try await doneStream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
         _ = try await doneStream.event(.paymentSessionComplete)
         let (open, openStream) = try await t.sessions.fetched()
         await t.stop(keepDirectory: true)

@@ -210,12 +210,12 @@ struct SupportTests {
     @Test("the admin stream delivers a session's events live")
     func adminStream() async throws {
         let t = try TestNode()
-        let session = try await t.sessions.create(client: ["platform": "ios"])
+        let session = try await t.sessions.create(client: ["platform": "ios", "wallets": ["ApplePay"]])
         let live = try await sharedWebSocketClient.connect(port: t.node.port, path: "/v1/admin/stream?session=\(session.id)&token=test-admin")
         let stream = Stream(connection: live)
         let c = try await t.sessions.stream(session)
         _ = try await c.event(.paymentSessionFetched)
-        try await c.send(["id": "1", "type": "attempt", "instrument": ["type": "ApplePay"]])
+        try await c.payByWallet("ApplePay", id: "1")
         let complete = try await stream.read { $0["kind"]?.stringValue == "push.sent" && $0["summary"]?.stringValue == "PaymentSessionComplete" }
         #expect(complete.allSatisfy { $0["session"]?.stringValue == session.id })
         let refused = try await onThread { [port = t.node.port] in try RawSocket(port: port).upgrade(path: "/v1/admin/stream?token=nope").status }

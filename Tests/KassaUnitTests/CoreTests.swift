@@ -216,7 +216,7 @@ struct SessionProtocolTests {
     @Test("every command type but ping parses; an unknown one is refused with the list of known ones")
     func commandTypes() {
         let bodies: [CommandType: JSONValue] = [.attempt: ["instrument": Instrument.applePay.json], .threeDSecure: ["cres": "x"],
-                                                .threeDSecureMethod: ["completed": true]]
+                                                .threeDSecureMethod: ["completed": true], .wallet: ["payload": "x"]]
         for type in CommandType.allCases where type != .ping {
             #expect((try? PaymentSessionMachine.Command.parse(type.rawValue, bodies[type] ?? [:]).get()) != nil, "\(type)")
         }

@@ -117,6 +117,16 @@ final class Stream: @unchecked Sendable {
 
     func send(_ command: JSONValue) async throws { connection.send(command) }
 
+    /// A wallet attempt as a phone makes it: attempt, the wallet sheet (`ShowWallet`), then the
+    /// sheet's payload. Returns the ShowWallet event.
+    @discardableResult
+    func payByWallet(_ wallet: String, id: String = "w", payload: String = "c2ltLXBheWxvYWQ=") async throws -> JSONValue {
+        try await send(["id": .string(id), "type": "attempt", "instrument": ["type": .string(wallet)]])
+        let sheet = try await event(.showWallet)
+        try await send(["id": .string(id + "p"), "type": "wallet", "payload": .string(payload)])
+        return sheet
+    }
+
     func sendText(_ text: String) { connection.send(text) }
 
     /// The seq numbers of the pushed events received so far.

@@ -18,24 +18,35 @@ public struct ClientDevice: Sendable, Equatable {
     /// Minutes east of UTC, as the SDKs compute it (UTC+02:00 is 120).
     public var timeZoneOffset: Int?
     public var acceptHeader: String?
+    /// The native wallets the device can pay with now (the app asks PassKit or Google Pay's
+    /// isReadyToPay): only these are offered as native instruments.
+    public var wallets: [String] = []
 
-    public init(platform: Platform = .web) { self.platform = platform }
+    public init(platform: Platform = .web, wallets: [String] = []) {
+        self.platform = platform
+        self.wallets = wallets
+    }
+
+    /// The platform's own wallet, if it has one.
+    public var platformWallet: String? {
+        switch platform {
+        case .ios: return "ApplePay"
+        case .android: return "GooglePay"
+        case .web: return nil
+        }
+    }
 
     /// What Swedbank Pay is told the device can pay with natively. ClickToPay is a
     /// web flow, so every platform takes it; Apple Pay and Google Pay need the phone's
-    /// own wallet (swedbank-pay-sdk-ios sends "ApplePay;ClickToPay", swedbank-pay-sdk-android
-    /// "GooglePay;ClickToPay" in prepare-payment).
+    /// own wallet, declared by the client (swedbank-pay-sdk-ios sends "ApplePay;ClickToPay",
+    /// swedbank-pay-sdk-android "GooglePay;ClickToPay" in prepare-payment).
     public var acceptedWallets: [String] {
-        switch platform {
-        case .ios: return ["ApplePay", "ClickToPay"]
-        case .android: return ["GooglePay", "ClickToPay"]
-        case .web: return ["ClickToPay"]
-        }
+        (platformWallet.map { wallets.contains($0) ? [$0] : [] } ?? []) + ["ClickToPay"]
     }
 
     /// The native wallets a session may offer as such: the others are web-based here.
     public func acceptsNativeWallet(_ paymentMethod: String) -> Bool {
-        acceptedWallets.contains(paymentMethod)
+        paymentMethod != "ClickToPay" && acceptedWallets.contains(paymentMethod)
     }
 
     /// The SDKs' browser accept header, used when the client sends none.
@@ -92,11 +103,12 @@ public struct ClientDevice: Sendable, Equatable {
         if let language { out["language"] = .string(language) }
         if let timeZoneOffset { out["timeZoneOffset"] = .number(Double(timeZoneOffset)) }
         if let acceptHeader { out["acceptHeader"] = .string(acceptHeader) }
+        if !wallets.isEmpty { out["wallets"] = .array(wallets.map { .string($0) }) }
         return .object(out)
     }
 
     static let members: Set<String> = ["platform", "userAgent", "screenHeight", "screenWidth", "screenColorDepth",
-                                       "language", "timeZoneOffset", "acceptHeader"]
+                                       "language", "timeZoneOffset", "acceptHeader", "wallets"]
 
     /// Reads the `client` object of `POST /v1/sessions`; a problem names the member that is wrong.
     public static func parse(_ value: JSONValue) -> Result<ClientDevice, Problem> {
@@ -111,6 +123,13 @@ public struct ClientDevice: Sendable, Equatable {
             return bad("platform", "must be ios, android or web")
         }
         var device = ClientDevice(platform: platform)
+        if let raw = object["wallets"], raw != .null {
+            guard let list = raw.arrayValue?.compactMap(\.stringValue), list.count == raw.arrayValue?.count, list.count <= 2,
+                  list.allSatisfy({ $0 == "ApplePay" || $0 == "GooglePay" }) else {
+                return bad("wallets", "must list ApplePay and/or GooglePay, the wallets the device can pay with")
+            }
+            device.wallets = list
+        }
         for (member, limit) in [("userAgent", 512), ("acceptHeader", 1024)] {
             guard let raw = object[member], raw != .null else { continue }
             guard let text = raw.stringValue, (1...limit).contains(text.utf8.count),

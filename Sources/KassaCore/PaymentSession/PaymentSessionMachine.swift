@@ -76,6 +76,8 @@ public struct PaymentSessionMachine: Sendable {
         case threeDSecureLoadFailed(reason: String)
         /// The hidden frame of the 3-D Secure method step loaded, or failed to.
         case threeDSecureMethodResult(completed: Bool)
+        /// The wallet sheet's payment data, or nil when the payer canceled it.
+        case walletResult(payload: String?)
         /// The client could not open the app of a LaunchClientApp (e.g. Swish is not installed).
         case appLaunchFailed
     }
@@ -113,8 +115,11 @@ public struct PaymentSessionMachine: Sendable {
         var challengeOpen = false
         /// The challenge's answer, to post with complete-authentication.
         var cres: String?
-        /// The client could not open the app: fail-payment-attempt is due.
-        var appLaunchFailed = false
+        /// fail-payment-attempt is due with this problemType: the app could not be opened
+        /// (ClientAppLaunchFailed) or the wallet sheet was canceled (UserCancelled).
+        var failure: String?
+        /// The wallet sheet's payment data, for attempt-payload.
+        var walletPayload: String?
     }
 
     /// The payment menu: a fallback, or a new card entered there.
@@ -141,17 +146,40 @@ public struct PaymentSessionMachine: Sendable {
         var launches: Set<String> = []
         var challenges: Set<String> = []
         var acknowledgedFailures: Set<String> = []
+        var wallets: Set<String> = []
         var instruments = false
     }
 
     public let sessionURL: String
-    /// The client's device: what the upstream bodies say about it, and which wallets are native.
-    public let device: ClientDevice
-    /// Where the issuer posts the challenge's cRes: Kassa's own endpoint for this session, so a
-    /// browser client need not capture it. Nil: upstream's NotificationUrl, as the SDKs send.
-    public let notificationURL: String?
-    /// How long the client may take to run the 3-D Secure method step.
-    public let methodTimeoutMs: Int
+    /// What the session is set up with: fixed for its life, and the same after a restore.
+    public struct Setup: Sendable, Equatable {
+        /// The client's device: what the upstream bodies say about it, and which wallets are native.
+        public var device = ClientDevice()
+        /// Where the issuer posts the challenge's cRes: Kassa's own endpoint for this session, so a
+        /// browser client need not capture it. Nil: upstream's NotificationUrl, as the SDKs send.
+        public var notificationURL: String?
+        /// Milliseconds between get-payment polls (the SDKs use 2 s).
+        public var pollIntervalMs = 2_000
+        /// How long the client may take to run the 3-D Secure method step.
+        public var methodTimeoutMs = 10_000
+        /// The merchant identifier an Apple Pay sheet is opened with (the iOS SDK takes it from the app).
+        public var applePayMerchantID: String?
+
+        public init(device: ClientDevice = ClientDevice(), notificationURL: String? = nil, pollIntervalMs: Int = 2_000,
+                    methodTimeoutMs: Int = 10_000, applePayMerchantID: String? = nil) {
+            self.device = device
+            self.notificationURL = notificationURL
+            self.pollIntervalMs = pollIntervalMs
+            self.methodTimeoutMs = methodTimeoutMs
+            self.applePayMerchantID = applePayMerchantID
+        }
+    }
+
+    public let setup: Setup
+    public var device: ClientDevice { setup.device }
+    var notificationURL: String? { setup.notificationURL }
+    var pollIntervalMs: Int { setup.pollIntervalMs }
+    var methodTimeoutMs: Int { setup.methodTimeoutMs }
     private(set) var state: State = .starting
     public var phase: Phase { state.phase }
     public private(set) var output: PaymentOutput?
@@ -165,8 +193,6 @@ public struct PaymentSessionMachine: Sendable {
     private var latestInstruments: [JSONValue] = []
     public private(set) var lastProblem: JSONValue?
     public private(set) var callInFlight: SessionCall?
-    /// Milliseconds between get-payment polls (the SDKs use 2 s).
-    public var pollIntervalMs: Int
 
     var announced = Announced()
     /// The client asked to abort; done before anything else once no call is in flight.
@@ -182,23 +208,17 @@ public struct PaymentSessionMachine: Sendable {
     /// After a restart: the push types of the attempt the client was in (see `init(restoring:)`).
     var restoredAnnouncements: Set<String> = []
 
-    public init(sessionURL: String, device: ClientDevice = ClientDevice(), notificationURL: String? = nil, pollIntervalMs: Int = 2_000,
-                methodTimeoutMs: Int = 10_000) {
+    public init(sessionURL: String, setup: Setup = Setup()) {
         self.sessionURL = sessionURL
-        self.methodTimeoutMs = methodTimeoutMs
-        self.device = device
-        self.notificationURL = notificationURL
-        self.pollIntervalMs = pollIntervalMs
+        self.setup = setup
     }
 
     /// A machine picking up a stored session from its pushed events: an ended
     /// one stays ended; an unfinished one re-reads the session upstream on
     /// `start()` and does not announce again what the client was already told
     /// (the instruments, an app to launch, an open 3-D Secure challenge).
-    public init(restoring sessionURL: String, phase: Phase, history: [String], device: ClientDevice = ClientDevice(),
-                notificationURL: String? = nil, pollIntervalMs: Int = 2_000, methodTimeoutMs: Int = 10_000) {
-        self.init(sessionURL: sessionURL, device: device, notificationURL: notificationURL, pollIntervalMs: pollIntervalMs,
-                  methodTimeoutMs: methodTimeoutMs)
+    public init(restoring sessionURL: String, phase: Phase, history: [String], setup: Setup = Setup()) {
+        self.init(sessionURL: sessionURL, setup: setup)
         switch phase {
         case .completed: state = .completed
         case .canceled: state = .canceled
@@ -309,6 +329,7 @@ public struct PaymentSessionMachine: Sendable {
                                            + "(\(device.platform.rawValue)); pay with it in the payment menu (fallback) instead"))
             }
             lastProblem = nil
+            announced.wallets.removeAll()  // each attempt opens its own wallet sheet
             if case .newCreditCard(let consent) = instrument {
                 // As the SDKs customize for a new card: CreditCard, no restriction list, stored cards hidden.
                 state = .paymentMenu(MenuRequest(paymentMethod: "CreditCard", restrictTo: nil, newCard: consent))
@@ -367,7 +388,16 @@ public struct PaymentSessionMachine: Sendable {
                   output?.operation(.failPaymentAttempt) != nil else {
                 return .failure(Self.notAllowed("no app launch is pending"))
             }
-            attempt.appLaunchFailed = true
+            attempt.failure = "ClientAppLaunchFailed"
+            state = .attempting(attempt)
+            return .success(callInFlight == nil ? decide() : [])
+        case .walletResult(let payload):
+            guard phase == .attempting, var attempt = currentAttempt, attempt.instrument?.isNativeWallet ?? true,
+                  let op = output?.allOperations.first(where: { $0.rel == OperationRel.attemptPayload.rawValue }),
+                  announced.wallets.contains(op.href) else {
+                return .failure(Self.notAllowed("no wallet sheet is open"))
+            }
+            if let payload { attempt.walletPayload = payload } else { attempt.failure = "UserCancelled" }
             state = .attempting(attempt)
             return .success(callInFlight == nil ? decide() : [])
         }
@@ -422,11 +452,12 @@ public struct PaymentSessionMachine: Sendable {
             abortRequested = false
             return [issue(call(abort))]
         }
-        // The app could not be launched: tell upstream, which answers with the attempt's problem.
-        if var attempt = currentAttempt, attempt.appLaunchFailed, let fail = o.operation(.failPaymentAttempt) {
-            attempt.appLaunchFailed = false
+        // The app could not be launched, or the wallet sheet was canceled: tell upstream, which
+        // answers with the attempt's problem.
+        if var attempt = currentAttempt, let failure = attempt.failure, let fail = o.operation(.failPaymentAttempt) {
+            attempt.failure = nil
             state = .attempting(attempt)
-            return [issue(call(fail, body: ["problemType": "ClientAppLaunchFailed", "errorCode": .null]))]
+            return [issue(call(fail, body: ["problemType": .string(failure), "errorCode": .null]))]
         }
         // 1. A failed attempt: report it once, then acknowledge it.
         if let problem = o.problem, let ack = problem.operation, ack.rel == OperationRel.acknowledgeFailedAttempt.rawValue, !announced.acknowledgedFailures.contains(ack.href) {
@@ -438,6 +469,28 @@ public struct PaymentSessionMachine: Sendable {
         // 2. prepare-payment.
         if let prepare = o.operation(.preparePayment) {
             return [issue(call(prepare, body: prepareBody(culture: o.culture)))]
+        }
+        // 3. A wallet attempt: the client opens its wallet sheet with the wallet-sdk task's values;
+        // the payload goes to attempt-payload (swedbank-pay-sdk-ios SwedbankPayPaymentSession.swift,
+        // ApplePay/SwedbankPayAuthorization.swift; swedbank-pay-sdk-android SessionOperationHandler.kt,
+        // googlepay/GooglePayService.kt).
+        if let payloadOp = o.candidates.first(where: { $0.rel == OperationRel.attemptPayload.rawValue }),
+           let task = payloadOp.tasks.first(where: { $0.rel == OperationRel.walletSDK.rawValue }) {
+            let method = payloadOp.paymentMethod ?? currentAttempt?.instrument?.paymentMethod ?? ""
+            if var attempt = currentAttempt, let payload = attempt.walletPayload {
+                attempt.walletPayload = nil
+                state = .attempting(attempt)
+                return [issue(call(payloadOp, body: ["paymentMethod": .string(method), "paymentPayload": .string(payload)]))]
+            }
+            if !announced.wallets.contains(payloadOp.href) {
+                announced.wallets.insert(payloadOp.href)
+                var values: [String: JSONValue] = [:]
+                for e in task.expects { values[e.name] = e.value }
+                var data: [String: JSONValue] = ["paymentMethod": .string(method), "request": .object(values)]
+                if method == "ApplePay" { data["merchantIdentifier"] = setup.applePayMerchantID.map { .string($0) } ?? .null }
+                effects.append(.push(PushEvent(.showWallet, .object(data))))
+            }
+            return effects
         }
         // 4. The payment menu (fallback, or a new card): customize, then show view-payment.
         if case .paymentMenu(var menu) = state {
@@ -599,6 +652,9 @@ public struct PaymentSessionMachine: Sendable {
             for task in op.tasks {
                 if task.rel == OperationRel.launchClientApp.rawValue && restoredAnnouncements.contains(PushType.launchClientApp.rawValue) {
                     announced.launches.insert(task.href)
+                }
+                if task.rel == OperationRel.walletSDK.rawValue && restoredAnnouncements.contains(PushType.showWallet.rawValue) {
+                    announced.wallets.insert(op.href)
                 }
                 if task.rel == OperationRel.scaRedirect.rawValue && restoredAnnouncements.contains(PushType.show3DSecure.rawValue) {
                     announced.challenges.insert(task.expects.first { $0.name == "creq" }?.value.stringValue ?? task.href)

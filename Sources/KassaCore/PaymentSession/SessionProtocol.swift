@@ -9,6 +9,8 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
     /// The 3-D Secure method step: post `form` to `url` in a hidden frame, then send `3dsMethod`.
     case run3DSecureMethod = "Run3DSecureMethod"
     case show3DSecure = "Show3DSecure"
+    /// A wallet attempt: open the wallet sheet with `data`, then send `wallet` with its payload or a cancel.
+    case showWallet = "ShowWallet"
     case dismiss3DSecure = "Dismiss3DSecure"
     case paymentSessionComplete = "PaymentSessionComplete"
     case paymentSessionCanceled = "PaymentSessionCanceled"
@@ -26,6 +28,8 @@ public enum CommandType: String, Sendable, CaseIterable, Codable {
     case threeDSecure = "3ds"
     /// The hidden frame of `Run3DSecureMethod` loaded (`completed: true`) or failed (`false`).
     case threeDSecureMethod = "3dsMethod"
+    /// The wallet sheet's result: `{"payload": "…"}` (base64, as the wallet gives it) or `{"canceled": true}`.
+    case wallet
     case appLaunchFailed
     /// Answered with a pong; never reaches the session.
     case ping
@@ -90,6 +94,13 @@ extension PaymentSessionMachine.Command {
                 return .failure(.badRequest("completed must be true (the method page loaded) or false", parameter: "completed"))
             }
             return .success(.threeDSecureMethodResult(completed: completed))
+        case .wallet:
+            if body["canceled"]?.boolValue == true { return .success(.walletResult(payload: nil)) }
+            guard let payload = body["payload"]?.stringValue, !payload.isEmpty, payload.utf8.count <= 65_536 else {
+                return .failure(.badRequest("payload must be the wallet's payment data (base64, up to 64 KiB), or send canceled: true",
+                                            parameter: "payload"))
+            }
+            return .success(.walletResult(payload: payload))
         case .appLaunchFailed:
             return .success(.appLaunchFailed)
         case .ping, nil:

@@ -179,6 +179,3 @@ extension Gateway {
     }
 }
 
-extension String {
-    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
-}

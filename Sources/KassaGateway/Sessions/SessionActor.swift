@@ -113,6 +113,7 @@ actor SessionActor {
         case .threeDSecureResult: return "3ds"
         case .threeDSecureLoadFailed: return "3ds load failed"
         case .threeDSecureMethodResult(let completed): return "3ds method \(completed ? "completed" : "failed")"
+        case .walletResult(let payload): return payload == nil ? "wallet canceled" : "wallet payload"
         case .appLaunchFailed: return "app launch failed"
         }
     }
@@ -132,8 +133,7 @@ actor SessionActor {
             seq = since
             sentUpTo = since
             machine = PaymentSessionMachine(restoring: machine.sessionURL, phase: .starting, history: ["PaymentSessionFetched"],
-                                            device: machine.device, notificationURL: machine.notificationURL, pollIntervalMs: machine.pollIntervalMs,
-                                            methodTimeoutMs: machine.methodTimeoutMs)
+                                            setup: machine.setup)
         }
         await start()
         subscribers.insert(connection)

@@ -76,10 +76,7 @@ final class SessionService: SessionEnvironment {
                                          clientDeviceSealed: device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) },
                                          publicBaseURL: publicBase)
         try await store.insertSession(record)
-        let machine = PaymentSessionMachine(sessionURL: href, device: device ?? ClientDevice(),
-                                            notificationURL: notificationURL(id: id, publicBase: publicBase),
-                                            pollIntervalMs: configuration.sessionPollIntervalMs,
-                                            methodTimeoutMs: configuration.threeDSMethodTimeoutMs)
+        let machine = PaymentSessionMachine(sessionURL: href, setup: setup(id: id, device: device, publicBase: publicBase))
         let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
                                  history: [], environment: self)
         registry.add(actor)
@@ -128,14 +125,19 @@ final class SessionService: SessionEnvironment {
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
         let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: logged.map(\.summary),
-                                            device: storedDevice(record), notificationURL: notificationURL(id: record.id, publicBase: record.publicBaseURL),
-                                            pollIntervalMs: configuration.sessionPollIntervalMs,
-                                            methodTimeoutMs: configuration.threeDSMethodTimeoutMs)
+                                            setup: setup(id: record.id, device: storedDevice(record), publicBase: record.publicBaseURL))
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, environment: self)
     }
 
     static let devicePurpose = "session client device"
+
+    /// A session's fixed setup: its client's device, its notification URL, and the configured timings.
+    func setup(id: String, device: ClientDevice?, publicBase: String?) -> PaymentSessionMachine.Setup {
+        .init(device: device ?? ClientDevice(), notificationURL: notificationURL(id: id, publicBase: publicBase),
+              pollIntervalMs: configuration.sessionPollIntervalMs, methodTimeoutMs: configuration.threeDSMethodTimeoutMs,
+              applePayMerchantID: configuration.applePayMerchantID)
+    }
 
     /// Where the issuer posts a session's cRes: `<public base>/v1/sessions/<id>/3ds/notification/<tag>`,
     /// the tag a MAC of the id, so only the URL Kassa gave upstream is taken. Nil without a public base.
@@ -169,10 +171,8 @@ final class SessionService: SessionEnvironment {
                                          publicBaseURL: claim.publicBase)
         do { try store.insertSessionNow(record) } catch { return registry.session(id) }
         let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
-                                            history: since > 0 ? ["PaymentSessionFetched"] : [], device: claim.device ?? ClientDevice(),
-                                            notificationURL: notificationURL(id: id, publicBase: claim.publicBase),
-                                            pollIntervalMs: configuration.sessionPollIntervalMs,
-                                            methodTimeoutMs: configuration.threeDSMethodTimeoutMs)
+                                            history: since > 0 ? ["PaymentSessionFetched"] : [],
+                                            setup: setup(id: id, device: claim.device, publicBase: claim.publicBase))
         let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
                                      history: [], seqBase: since, environment: self)
         let actor = registry.add(candidate)
