@@ -70,6 +70,8 @@ public struct PaymentSessionMachine: Sendable {
         case retry
         /// The payment menu, optionally restricted to these payment methods.
         case fallback(restrictTo: [String]?)
+        /// The payment menu in instrument mode: one payment method only (e.g. an invoice).
+        case instrumentMode(paymentMethod: String)
         /// The 3-D Secure challenge's answer (cRes) from the client's web view.
         case threeDSecureResult(cres: String)
         /// The client's web view could not load the challenge; `retry` shows it again.
@@ -120,6 +122,8 @@ public struct PaymentSessionMachine: Sendable {
         var failure: String?
         /// The wallet sheet's payment data, for attempt-payload.
         var walletPayload: String?
+        /// The payment menu's customization was reset for this attempt (once).
+        var menuReset = false
     }
 
     /// The payment menu: a fallback, or a new card entered there.
@@ -316,10 +320,10 @@ public struct PaymentSessionMachine: Sendable {
         case .attempt(let instrument):
             // A restored session may take the attempt while it re-reads the session upstream.
             let resuming = state == .starting && announced.instruments
-            guard state == .awaitingInstrument || resuming || afterRefusal else {
-                return .failure(Self.notAllowed("an attempt can start only when the session awaits an instrument (now \(phase.rawValue))"))
+            guard state == .awaitingInstrument || resuming || afterRefusal || phase == .paymentMenu else {
+                return .failure(Self.notAllowed("an attempt can start only when the session awaits an instrument or shows the payment menu (now \(phase.rawValue))"))
             }
-            guard resuming || output?.method(instrument.paymentMethod) != nil else {
+            guard resuming || output?.method(instrument.paymentMethod) != nil || wasOffered(instrument.paymentMethod) else {
                 return .failure(.kassa("instrument-not-available", "Instrument Not Available", 422,
                                        detail: "\(instrument.paymentMethod) is not offered by this session"))
             }
@@ -358,10 +362,20 @@ public struct PaymentSessionMachine: Sendable {
             let call = failure.call.flatMap { $0.isIdempotent || failure.refused ? $0 : nil } ?? viewSession
             return .success([issue(call)])
         case .fallback(let restrictTo):
-            guard state == .awaitingInstrument || afterRefusal else {
+            guard state == .awaitingInstrument || afterRefusal || phase == .paymentMenu else {
                 return .failure(Self.notAllowed("the payment menu can open only when the session awaits an instrument (now \(phase.rawValue))"))
             }
             state = .paymentMenu(MenuRequest(paymentMethod: nil, restrictTo: restrictTo?.isEmpty == true ? nil : restrictTo))
+            return .success(callInFlight == nil ? decide() : [])
+        case .instrumentMode(let paymentMethod):
+            guard state == .awaitingInstrument || afterRefusal || phase == .paymentMenu else {
+                return .failure(Self.notAllowed("the payment menu can open only when the session awaits an instrument (now \(phase.rawValue))"))
+            }
+            guard output?.method(paymentMethod) != nil || wasOffered(paymentMethod) else {
+                return .failure(.kassa("instrument-not-available", "Instrument Not Available", 422,
+                                       detail: "\(paymentMethod) is not offered by this session"))
+            }
+            state = .paymentMenu(MenuRequest(paymentMethod: paymentMethod, restrictTo: nil))
             return .success(callInFlight == nil ? decide() : [])
         case .threeDSecureResult(let cres):
             let resuming = state == .starting && restoredAnnouncements.contains(PushType.show3DSecure.rawValue)
@@ -415,6 +429,11 @@ public struct PaymentSessionMachine: Sendable {
     mutating func issue(_ call: SessionCall) -> Effect {
         callInFlight = call
         return .call(call)
+    }
+
+    /// Offered when the instruments were announced (a menu's customization may hide it since).
+    func wasOffered(_ paymentMethod: String) -> Bool {
+        availableInstruments.contains { $0["type"]?.stringValue == paymentMethod || $0["paymentMethod"]?.stringValue == paymentMethod }
     }
 
     /// Upstream refused the last call (a 4xx): nothing took effect, so the client may also choose again.
@@ -492,6 +511,16 @@ public struct PaymentSessionMachine: Sendable {
             }
             return effects
         }
+        // An attempt the menu's customization stands in the way of (another instrument mode, or a
+        // restriction that hides its method): reset the menu first, once, as the SDKs do
+        // (swedbank-pay-sdk-ios SwedbankPayPaymentSession.swift; swedbank-pay-sdk-android SessionOperationHandler.kt).
+        if var attempt = currentAttempt, let instrument = attempt.instrument, !attempt.started, !attempt.menuReset,
+           (o.instrumentModePaymentMethod.map { $0 != instrument.paymentMethod } ?? false) || o.method(instrument.paymentMethod) == nil,
+           let customize = o.operation(.customizePayment) {
+            attempt.menuReset = true
+            state = .attempting(attempt)
+            return effects + [issue(call(customize, body: ["paymentMethod": .null, "restrictToPaymentMethods": .null]))]
+        }
         // 4. The payment menu (fallback, or a new card): customize, then show view-payment.
         if case .paymentMenu(var menu) = state {
             if !menu.customized, let customize = o.operation(.customizePayment) {
@@ -510,6 +539,7 @@ public struct PaymentSessionMachine: Sendable {
                 state = .paymentMenu(menu)
                 effects.append(.push(PushEvent(.showPaymentMenu, [
                     "url": .string(view.href),
+                    "instrumentMode": menu.newCard == nil ? (menu.paymentMethod.map { .string($0) } ?? .null) : .null,
                     // The client is told what the menu shows: cards only, for a new card.
                     "restrictedToInstruments": (menu.restrictTo ?? (menu.newCard != nil ? ["CreditCard"] : nil))
                         .map { .array($0.map { .string($0) }) } ?? .null])))

@@ -77,6 +77,12 @@ extension PaymentSessionMachine.Command {
         case .abort: return .success(.abort)
         case .retry: return .success(.retry)
         case .fallback:
+            if let mode = body["instrument"], mode != .null {
+                guard let name = mode.stringValue, !name.isEmpty, name.utf8.count <= 64 else {
+                    return .failure(.badRequest("instrument must name one payment method (instrument mode)", parameter: "instrument"))
+                }
+                return .success(.instrumentMode(paymentMethod: name))
+            }
             let restrict = body["restrictToInstruments"]
             if let restrict, restrict != .null {
                 guard let list = restrict.arrayValue?.compactMap(\.stringValue), list.count == restrict.arrayValue?.count, list.count <= 20 else {

@@ -113,6 +113,7 @@ actor SessionActor {
         case .threeDSecureResult: return "3ds"
         case .threeDSecureLoadFailed: return "3ds load failed"
         case .threeDSecureMethodResult(let completed): return "3ds method \(completed ? "completed" : "failed")"
+        case .instrumentMode(let method): return "instrument mode \(method)"
         case .walletResult(let payload): return payload == nil ? "wallet canceled" : "wallet payload"
         case .appLaunchFailed: return "app launch failed"
         }
