@@ -1,4 +1,5 @@
 import KassaEdge
+import KassaCore
 
 extension Gateway {
     /// Every HTTP route the gateway serves, with who may call it, in one table.
@@ -47,6 +48,7 @@ extension Gateway {
         (.open, Route(.GET, "/healthz", "health") { g, c in g.healthz(c) }),
         (.open, Route(.GET, "/readyz", "ready") { g, c in try await g.readyz(c) }),
         (.open, Route(.GET, "/metrics", "metrics") { g, c in g.metricsPage(c) }),
+        (.open, Route(.GET, "/v1/session-states", "session-states") { _, _ in .json(SessionStates.json) }),
         (.open, Route(.GET, "/openapi.yaml", "openapi") { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.openAPI) }),
     ]
 
