@@ -9,10 +9,7 @@ struct DemoPageTests {
     @Test("the page creates a session, pays with Swish, resumes after a drop, and shows every state once")
     func swishInChromium() async throws {
         let t = try TestNode()
-        let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))
-        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
-        let screenshot = artifacts.appendingPathComponent("demo-checkout.png").path
-        try? FileManager.default.removeItem(atPath: screenshot)
+        let screenshot = try Self.screenshotPath("demo-checkout.png")
         let (status, output) = try await runPython([testsPath("python/demo_checkout.py"), t.base, "test-key", screenshot])
         #expect(status == 0, "\(output.suffix(3000))")
         #expect(FileManager.default.fileExists(atPath: screenshot), "the run saves a screenshot")
@@ -26,9 +23,7 @@ struct DemoPageTests {
     @Test("the page pays by card with 3-D Secure: the method step in a hidden frame, the issuer's challenge in a frame, no cRes typed")
     func cardWithChallengeInChromium() async throws {
         let t = try TestNode()
-        let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))
-        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
-        let screenshot = artifacts.appendingPathComponent("demo-card3ds.png").path
+        let screenshot = try Self.screenshotPath("demo-card3ds.png")
         let (status, output) = try await runPython([testsPath("python/demo_card3ds.py"), t.base, "test-key", screenshot])
         #expect(status == 0, "\(output.suffix(3000))")
         let authentication = try #require(t.simulator.received("sessions.authentication").first)
@@ -38,5 +33,14 @@ struct DemoPageTests {
         let commands = try t.node.store.eventLog.events().filter { $0.kind == "client.command" }.map(\.summary)
         #expect(commands.contains("issuer: 3ds"), "the cRes came from the issuer's page: \(commands)")
         await t.stop()
+    }
+
+    /// Where a run's screenshot goes (test-artifacts/, kept out of git), with any old one removed.
+    static func screenshotPath(_ name: String) throws -> String {
+        let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        let path = artifacts.appendingPathComponent(name).path
+        try? FileManager.default.removeItem(atPath: path)
+        return path
     }
 }

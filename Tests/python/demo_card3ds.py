@@ -9,19 +9,11 @@ Show3DSecure and Dismiss3DSecure, with nothing refused or blocked.
 """
 import sys
 
-from playwright.sync_api import sync_playwright
+from demo_page import demo_session
 
 
 def main(base, api_key, screenshot):
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        page = browser.new_page()
-        blocked = []
-        page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
-        page.goto(base + "/demo/")
-        page.fill("#apiKey", api_key)
-        page.click("#create")
-        page.wait_for_selector("#events li[data-type=PaymentSessionFetched]", timeout=15000)
+    with demo_session(base, api_key) as (page, blocked):
         page.click("button[data-instrument='Visa 401200******0016']")
         page.wait_for_selector("#events li[data-type=Show3DSecure]", timeout=20000)
         page.frame_locator("#challengeFrame").locator("#approve").click(timeout=15000)
@@ -29,7 +21,6 @@ def main(base, api_key, screenshot):
         types = page.eval_on_selector_all("#events li[data-seq]", "items => items.map(i => i.dataset.type)")
         problems = page.eval_on_selector_all("#events li.problem", "items => items.map(i => i.textContent)")
         page.screenshot(path=screenshot, full_page=True)
-        browser.close()
     print("types", types, "problems", problems, "blocked by CSP", blocked)
     expected = ["PaymentSessionFetched", "Run3DSecureMethod", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"]
     if types != expected:

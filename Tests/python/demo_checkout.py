@@ -6,20 +6,11 @@ Exit 0 when the page shows PaymentSessionComplete with gap-free, unrepeated even
 """
 import sys
 
-from playwright.sync_api import sync_playwright
+from demo_page import demo_session
 
 
 def main(base, api_key, screenshot):
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        page = browser.new_page()
-        # The page runs under a strict CSP: anything it blocks is a failure.
-        blocked = []
-        page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
-        page.goto(base + "/demo/")
-        page.fill("#apiKey", api_key)
-        page.click("#create")
-        page.wait_for_selector("#events li[data-type=PaymentSessionFetched]", timeout=15000)
+    with demo_session(base, api_key) as (page, blocked):
         # A dropped connection: the page must reconnect with since and miss nothing.
         page.evaluate("window.kassaDemo.dropConnection()")
         page.wait_for_selector("body[data-connections='2']", timeout=15000)
@@ -30,7 +21,6 @@ def main(base, api_key, screenshot):
         seqs = page.eval_on_selector_all("#events li[data-seq]", "items => items.map(i => Number(i.dataset.seq))")
         problems = page.eval_on_selector_all("#events li.problem", "items => items.map(i => i.textContent)")
         page.screenshot(path=screenshot, full_page=True)
-        browser.close()
     print("seqs", seqs, "problems", problems, "blocked by CSP", blocked)
     if blocked:
         return 1
