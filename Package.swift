@@ -52,6 +52,7 @@ let package = Package(
             .embedInCode("Resources/openapi.yaml"),
             .embedInCode("Resources/admin.html"), .embedInCode("Resources/admin.js"), .embedInCode("Resources/admin.css"),
             .embedInCode("Resources/demo.html"), .embedInCode("Resources/demo.js"), .embedInCode("Resources/demo.css"),
+            .embedInCode("Resources/menu.js"),
         ]),
         // `kassa load`: scripted WebSocket load against a gateway.
         .target(name: "KassaLoad", dependencies: [

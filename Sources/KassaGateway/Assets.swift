@@ -11,6 +11,7 @@ enum Assets {
     static let demoHTML = PackageResources.demo_html
     static let demoJS = PackageResources.demo_js
     static let demoCSS = PackageResources.demo_css
+    static let menuJS = PackageResources.menu_js
 
     /// Scripts, styles and connections only from this origin; never framed; no plugins.
     static let contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

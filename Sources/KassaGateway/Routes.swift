@@ -38,6 +38,10 @@ extension Gateway {
         (.open, Route(.GET, "/admin/admin.css", "admin.page") { _, _ in .asset(Assets.adminCSS, contentType: "text/css; charset=utf-8") }),
         // The WebSocket GET /v1/admin/stream (live events for the admin page) is accepted in Gateway+AdminStream.swift.
 
+        // The host page of the payment menu (ShowPaymentMenu's url is a script, not a page)
+        (.open, Route(.GET, "/menu/", "menu.page") { g, c in try g.paymentMenuPage(c) }),
+        (.open, Route(.GET, "/menu/menu.js", "menu.page") { _, _ in .asset(Assets.menuJS, contentType: "text/javascript; charset=utf-8") }),
+
         // The demo checkout page (a thin client to copy)
         (.open, Route(.GET, "/demo/", "demo") { _, _ in
             .asset(Assets.demoHTML, contentType: "text/html; charset=utf-8", policy: Assets.demoContentSecurityPolicy) }),

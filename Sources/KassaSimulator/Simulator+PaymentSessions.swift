@@ -208,6 +208,40 @@ extension Simulator {
         }
     }
 
+    /// The view-payment script: a page loads it and opens the menu with
+    /// `payex.hostedView.checkout({container: {checkout: "<element id>"}, …}).open()`, as the iOS
+    /// SDK's host page does (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPayWebContent.swift;
+    /// developer.swedbankpay.com checkout-v3 "Display the payment UI", read in the doc corpus). A
+    /// browser loads it without a token. The simulated menu lists the methods the menu shows.
+    func paymentMenuScript(_ c: RequestContext) -> HTTPResponse {
+        let token = c.parameters["token"] ?? ""
+        guard let session = state.withLock({ $0.sessions[token] }) else { return SwedbankProblem.notFound("paymentsessions", "Payment session") }
+        let methods = session.instrumentModePaymentMethod.map { [$0] } ?? session.restrictTo ?? Self.sessionMethods
+        let list = JSONValue.array(methods.map { .string($0) })
+        let script = """
+            (function () {
+              var methods = \(String(decoding: list.bytes, as: UTF8.self));
+              window.payex = window.payex || {};
+              window.payex.hostedView = {
+                checkout: function (options) {
+                  return {
+                    open: function () {
+                      var id = (options.container && options.container.checkout) || "checkout";
+                      var box = document.getElementById(id);
+                      var title = document.createElement("p");
+                      title.id = "sim-menu";
+                      title.textContent = "Simulated payment menu: " + methods.join(", ");
+                      box.appendChild(title);
+                      if (options.onCheckoutLoaded) options.onCheckoutLoaded({});
+                    }
+                  };
+                }
+              };
+            })();
+            """
+        return HTTPResponse(status: 200, contentType: "application/javascript; charset=utf-8", body: Array(script.utf8))
+    }
+
     // MARK: The simulated issuer (ACS) pages
 
     /// The session whose 3-D Secure values end in its token's first eight characters.

@@ -21,6 +21,7 @@ extension Simulator {
         Route(.POST, "/psp/paymentsessions/{token}/attempts/acknowledge", "sessions.acknowledge") { s, c in s.acknowledgeFailedAttempt(c) },
         Route(.POST, "/psp/paymentsessions/{token}/abort", "sessions.abort") { s, c in s.abortPayment(c) },
         Route(.POST, "/psp/paymentsessions/{token}/customize", "sessions.customize") { s, c in s.customizePayment(c) },
+        Route(.GET, "/psp/paymentsessions/{token}/menu", "sessions.menu") { s, c in s.paymentMenuScript(c) },
         Route(.POST, "/psp/paymentsessions/{token}/events", "sessions.events") { s, c in s.eventLogging(c) },
         // The simulated issuer's 3-D Secure pages (open: a browser posts to them).
         Route(.POST, "/sim/acs/method", "sim.acs.method") { s, c in s.acsMethodPage(c) },

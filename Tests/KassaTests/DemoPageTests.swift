@@ -35,6 +35,21 @@ struct DemoPageTests {
         await t.stop()
     }
 
+    @Test("the page opens the payment menu in Kassa's host page, then goes back to Swish and completes")
+    func menuBothWaysInChromium() async throws {
+        let t = try TestNode()
+        let screenshot = try Self.screenshotPath("demo-menu.png")
+        let (status, output) = try await runPython([testsPath("python/demo_menu.py"), t.base, "test-key", screenshot])
+        #expect(status == 0, "\(output.suffix(3000))")
+        #expect(t.simulator.received("sessions.customize") == [
+            ["paymentMethod": nil, "restrictToPaymentMethods": ["Vipps"]],
+            ["paymentMethod": nil, "restrictToPaymentMethods": nil],
+        ], "the menu was reset before the Swish attempt")
+        let order = try #require(t.simulator.received("sessions.attempt").first)
+        #expect(order["msisdn"] == "+46739000001")
+        await t.stop()
+    }
+
     /// Where a run's screenshot goes (test-artifacts/, kept out of git), with any old one removed.
     static func screenshotPath(_ name: String) throws -> String {
         let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))

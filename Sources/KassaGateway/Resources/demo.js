@@ -82,9 +82,14 @@ const demo = {
         this.postToFrame("challengeFrame", event.data);
         break;
       case "Dismiss3DSecure": hide("challengeBox", true); break;
-      case "ShowPaymentMenu": this.log({ type: "menu", data: { url: event.data.url } }); break;
+      case "ShowPaymentMenu":
+        // The url is Swedbank Pay's script: Kassa's host page (/menu/) loads it and opens the menu.
+        // The instruments stay: the payer may go back to one of them.
+        hide("menuBox", false);
+        document.getElementById("menuFrame").src = "/menu/?url=" + encodeURIComponent(event.data.url);
+        break;
       case "PaymentSessionComplete": case "PaymentSessionCanceled":
-        this.ended = true; hide("instrumentsBox", true); hide("abort", true); hide("launch", true);
+        this.ended = true; hide("instrumentsBox", true); hide("abort", true); hide("launch", true); hide("menuBox", true);
         if (this.socket) this.socket.close();
         break;
     }
@@ -147,5 +152,11 @@ const demo = {
   }
 };
 document.getElementById("create").onclick = () => demo.create();
+// What the menu's host page reports (loaded, paid, aborted, error).
+window.addEventListener("message", (message) => {
+  if (message.origin === location.origin && message.data && message.data.source === "kassa-menu") {
+    document.body.dataset.menu = message.data.event;
+  }
+});
 document.getElementById("abort").onclick = () => demo.send({ type: "abort" });
 window.kassaDemo = demo;

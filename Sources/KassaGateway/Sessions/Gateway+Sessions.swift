@@ -59,6 +59,14 @@ extension Gateway {
             // A PaymentSession needs a v3 order: ask for 3.1 unless the order names Checkout3 itself
             // (which makes it 3.0; 3.1 has no productName). See PaymentOrderVersion.
             let version: PaymentOrderVersion? = PaymentOrderVersion.isCheckout3(order["productName"]?.stringValue) ? nil : .v3_1
+            // The payment menu's host page (/menu/) is served from here: its origin must be a host URL.
+            var order = order
+            if let base = merchant.publicBase(context.request), var urls = order["urls"]?.objectValue {
+                var hosts = urls["hostUrls"]?.arrayValue ?? []
+                if !hosts.contains(.string(base)) { hosts.append(.string(base)) }
+                urls["hostUrls"] = .array(hosts)
+                order["urls"] = .object(urls)
+            }
             let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID,
                                                                 sessionID: id, version: version)
             guard let view = created.viewPaymentSession else {
@@ -118,6 +126,44 @@ extension Gateway {
         <html><head><meta charset="utf-8"><title>Verified</title></head>
         <body><p>Verified. The payment continues.</p></body></html>
         """
+
+    // MARK: The payment menu's host page
+
+    /// `GET /menu/?url=<ShowPaymentMenu's url>`: a page that loads Swedbank Pay's view-payment
+    /// script and opens the menu in it. Its origin must be in the order's `hostUrls` (Kassa adds
+    /// its own when it creates the order). The url must be on an allowed upstream host; the CSP
+    /// lets in scripts, frames and connections from that origin only.
+    func paymentMenuPage(_ context: RequestContext) throws -> HTTPResponse {
+        guard let url = context.request.queryValue("url"), url.utf8.count <= 2048, swedbankPay.isAllowed(url),
+              let origin = Self.origin(of: url) else {
+            throw Problem.badRequest("url must be the view-payment url of a ShowPaymentMenu event", parameter: "url")
+        }
+        let page = """
+            <!DOCTYPE html>
+            <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Payment</title></head>
+            <body><div id="checkout"></div>
+            <script src="\(PaymentURLHelper.htmlEscape(url))"></script>
+            <script src="/menu/menu.js"></script>
+            </body></html>
+            """
+        let policy = "default-src 'none'; script-src 'self' \(origin); frame-src \(origin); connect-src \(origin); "
+            + "img-src 'self' data: \(origin); style-src 'self' 'unsafe-inline' \(origin); font-src \(origin); base-uri 'none'; form-action \(origin)"
+        return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
+                            headers: [("content-security-policy", policy), ("cache-control", "no-store"), ("referrer-policy", "no-referrer")],
+                            body: Array(page.utf8))
+    }
+
+    /// `scheme://host[:port]` of an http(s) URL, when it is nothing but that (it goes into a CSP).
+    static func origin(of url: String) -> String? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http", !authority.isEmpty,
+              authority.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-:[]".contains($0)) }) else { return nil }
+        return scheme + "://" + authority
+    }
 
     // MARK: Read and command
 
