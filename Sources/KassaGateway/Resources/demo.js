@@ -133,6 +133,8 @@ const demo = {
         this.button(box, instrument.type, () => this.send({ type: "attempt", instrument: { type: instrument.type } }));
       }
     }
+    // Every method in Swedbank Pay's own menu, web-based ones included.
+    this.button(box, "More ways to pay", () => this.send({ type: "fallback" }));
     document.getElementById("instrumentsBox").classList.remove("hidden");
   },
 
