@@ -129,6 +129,9 @@ const demo = {
       } else if (instrument.type === "WebBased") {
         this.button(box, instrument.paymentMethod, () =>
           this.send({ type: "fallback", restrictToInstruments: [instrument.paymentMethod] }));
+        // Instrument mode: Swedbank Pay's menu for this one method only.
+        this.button(box, `${instrument.paymentMethod} only`, () =>
+          this.send({ type: "fallback", instrument: instrument.paymentMethod }));
       } else {
         this.button(box, instrument.type, () => this.send({ type: "attempt", instrument: { type: instrument.type } }));
       }
