@@ -9,7 +9,7 @@ Show3DSecure and Dismiss3DSecure, with nothing refused or blocked.
 """
 import sys
 
-from demo_page import demo_session
+from demo_page import completed_types, demo_session, verdict
 
 
 def main(base, api_key, screenshot):
@@ -17,18 +17,9 @@ def main(base, api_key, screenshot):
         page.click("button[data-instrument='Visa 401200******0016']")
         page.wait_for_selector("#events li[data-type=Show3DSecure]", timeout=20000)
         page.frame_locator("#challengeFrame").locator("#approve").click(timeout=15000)
-        page.wait_for_selector("#events li[data-type=PaymentSessionComplete]", timeout=20000)
-        types = page.eval_on_selector_all("#events li[data-seq]", "items => items.map(i => i.dataset.type)")
-        problems = page.eval_on_selector_all("#events li.problem", "items => items.map(i => i.textContent)")
-        page.screenshot(path=screenshot, full_page=True)
-    print("types", types, "problems", problems, "blocked by CSP", blocked)
+        types, problems = completed_types(page, screenshot)
     expected = ["PaymentSessionFetched", "Run3DSecureMethod", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"]
-    if types != expected:
-        print("expected", expected)
-        return 1
-    if problems or blocked:
-        return 1
-    return 0
+    return verdict(types, expected, problems, blocked)
 
 
 if __name__ == "__main__":
