@@ -281,6 +281,26 @@ struct SessionsTests {
         await t.stop()
     }
 
+    @Test("since at Int64's limits: refused with 400 beyond the largest taken; at it, the session goes on and nothing traps")
+    func sinceAtLimits() async throws {
+        let t = try TestNode()
+        let a = try await t.sessions.create()
+        let port = t.node.port
+        let statuses = try await onThread { () -> [Int] in
+            try ["9223372036854775807", "9223372036854775808", "-9223372036854775808", "1000000000001", "1e3", "", "0x10"].map {
+                try RawSocket(port: port).upgrade(path: "/v1/sessions/\(a.id)/stream?since=\($0)&token=\(a.token)").status
+            }
+        }
+        #expect(statuses == [400, 400, 400, 400, 400, 400, 400])
+        // The largest since: the stream continues after it, and commands work.
+        let stream = try await t.sessions.stream(a, since: SessionService.maxSince)
+        try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
+        let complete = try await stream.event(.paymentSessionComplete)
+        #expect((complete["seq"]?.intValue ?? 0) > Int(SessionService.maxSince))
+        #expect(try await t.sessions.create().id.count == 32, "the node still serves")
+        await t.stop()
+    }
+
     @Test("a token in the old format, or an expired one, gets a 401 that says which (on an injected clock)")
     func oldAndExpiredTokens() async throws {
         let clock = ManualClock(nowMs: SystemClock().nowMs())

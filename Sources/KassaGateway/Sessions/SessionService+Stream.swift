@@ -11,12 +11,22 @@ import KassaEdge
 extension SessionService {
     static let streamPattern = PathPattern("/v1/sessions/{id}/stream")
 
+    /// The largest `since` taken: far beyond any session's pushes, and far enough below
+    /// Int64's limit that the seqs counted on from it can never overflow (a client's
+    /// `since` becomes the seq base of a session picked up from another node).
+    static let maxSince: Int64 = 1_000_000_000_000
+
+    static func since(_ text: String) -> Int64? {
+        guard text.utf8.count <= 20, let value = Int64(text), (0...maxSince).contains(value) else { return nil }
+        return value
+    }
+
     func shouldAcceptStream(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
         guard let id = Self.streamPattern.match(upgrade.path)?["id"] else {
             return .problem(.notFound("no WebSocket route for \(upgrade.path)"))
         }
-        if let since = upgrade.queryValue("since"), Int64(since).map({ $0 < 0 }) ?? true {
-            return .problem(.badRequest("since must be a whole number ≥ 0", parameter: "since"))
+        if let since = upgrade.queryValue("since"), Self.since(since) == nil {
+            return .problem(.badRequest("since must be a whole number from 0 to \(Self.maxSince)", parameter: "since"))
         }
         guard PaymentURLHelper.isSafeID(id) else { return .problem(.notFound("no session \(id)")) }
         let token = Gateway.clientToken(upgrade.headers, query: upgrade.query)
@@ -112,7 +122,7 @@ extension SessionService {
         let connection = upgrade.connectionID
         guard let id = Self.streamPattern.match(upgrade.path)?["id"] else { return }
         let token = Gateway.clientToken(upgrade.headers, query: upgrade.query)
-        let since = upgrade.queryValue("since").flatMap { Int64($0) } ?? 0
+        let since = upgrade.queryValue("since").flatMap(Self.since) ?? 0
         // Follow first, then look up: a followed session is never dropped from memory, and one
         // dropped just before is read back here.
         registry.follow(connection: connection, session: id)
