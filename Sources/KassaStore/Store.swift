@@ -1,5 +1,8 @@
 import Foundation
 import GRDB
+#if canImport(Glibc)
+import Glibc
+#endif
 import GRDBSQLite
 import KassaCore
 
@@ -86,6 +89,13 @@ public final class Store: Sendable {
             // The checkpointer thread copies the WAL back (see Checkpointer); the writer does it
             // itself only if the WAL passes ~256 MiB, a backstop should that thread fall behind.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 65536")
+        }
+        // Owner-only: the event log describes payments. SQLite gives the WAL and shared-memory
+        // files the database file's mode, so making that one 0600 first covers all three.
+        if path != ":memory:" {
+            let fd = Glibc.open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            if fd >= 0 { Glibc.close(fd) }
+            for file in [path, path + "-wal", path + "-shm"] { _ = chmod(file, 0o600) }
         }
         let pool: DatabasePool
         do {

@@ -73,6 +73,22 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("the database, its WAL and its shared memory are owner-only (0600), also when the file existed world-readable")
+    func ownerOnlyFiles() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("kassa.sqlite")
+        FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o644])
+        let store = try Store.open(path: path)
+        store.eventLog.append(LogEvent(atMs: 1, kind: "test", summary: "written"))
+        await store.eventLog.flush()
+        for file in [path, path + "-wal", path + "-shm"] {
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int, "\(file)")
+            #expect(mode == 0o600, "\(file): \(String(mode, radix: 8))")
+        }
+        await store.close()
+    }
+
     @Test("a database made by an older schema is migrated and keeps its rows")
     func migratesOlderSchema() async throws {
         let dir = TempDirectory()
