@@ -4,7 +4,8 @@ import GRDB
 /// released; a change is a new step.
 enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
-                        "v6-session-client-device", "v7-session-public-base"]
+                        "v6-session-client-device", "v7-session-public-base",
+                        "v8-idempotency-request"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -83,6 +84,9 @@ enum Migrations {
         }
         migrator.registerMigration("v7-session-public-base") { db in
             try db.execute(sql: "ALTER TABLE sessions ADD COLUMN public_base_url TEXT")
+        }
+        migrator.registerMigration("v8-idempotency-request") { db in
+            try db.execute(sql: "ALTER TABLE idempotency ADD COLUMN request_sha256 TEXT")
         }
         return migrator
     }

@@ -93,18 +93,23 @@ extension Store {
         public var status: Int
         public var contentType: String
         public var body: [UInt8]
+        /// What the key was first used for: a digest of method, path and body.
+        public var requestSHA256: String?
 
-        public init(status: Int, contentType: String, body: [UInt8]) {
+        public init(status: Int, contentType: String, body: [UInt8], requestSHA256: String? = nil) {
             self.status = status
             self.contentType = contentType
             self.body = body
+            self.requestSHA256 = requestSHA256
         }
     }
 
     public func idempotentAnswer(scope: String, key: String) throws -> StoredAnswer? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT status, content_type, body FROM idempotency WHERE scope = ? AND key = ?", arguments: [scope, key]).map {
-                StoredAnswer(status: $0["status"], contentType: $0["content_type"], body: [UInt8](($0["body"] as Data?) ?? Data()))
+            try Row.fetchOne(db, sql: "SELECT status, content_type, body, request_sha256 FROM idempotency WHERE scope = ? AND key = ?",
+                             arguments: [scope, key]).map {
+                StoredAnswer(status: $0["status"], contentType: $0["content_type"], body: [UInt8](($0["body"] as Data?) ?? Data()),
+                             requestSHA256: $0["request_sha256"])
             }
         }
     }
@@ -112,8 +117,10 @@ extension Store {
     /// Keeps the first answer for a key; a later one for the same key is ignored.
     public func rememberAnswer(scope: String, key: String, _ answer: StoredAnswer, atMs: Int64) async throws {
         try await pool.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO idempotency(scope, key, status, content_type, body, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [scope, key, answer.status, answer.contentType, Data(answer.body), atMs])
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO idempotency(scope, key, status, content_type, body, created_at_ms, request_sha256)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [scope, key, answer.status, answer.contentType, Data(answer.body), atMs, answer.requestSHA256])
         }
     }
 }

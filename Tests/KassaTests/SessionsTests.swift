@@ -355,6 +355,15 @@ struct SessionsTests {
         #expect(second.header("idempotent-replayed") == "true")
         let third = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-43")
         #expect(third.body != first.body)
+        // The key is bound to its request: another body with it is 422, and nothing is created.
+        let reused = try await c.createResponse(["paymentOrder": SessionClient.order(amount: 999)], idempotencyKey: "order-42")
+        #expect(reused.status == 422)
+        #expect((try? JSONValue.parse(reused.body))?["type"] == "urn:kassa:problem:idempotency-key-reused")
+        // A refusal is not the key's answer: the corrected request may use the same key.
+        let refused = try await c.createResponse(["paymentOrder": ["amount": "not a number"]], idempotencyKey: "order-44")
+        #expect(refused.status == 400)
+        let corrected = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-44")
+        #expect(corrected.status == 201 && corrected.header("idempotent-replayed") == nil)
 
         let doc = try JSONValue.parse(first.body)
         let session = SessionClient.Created(id: doc["id"]!.stringValue!, token: doc["clientToken"]!.stringValue!, streamUrl: doc["streamUrl"]!.stringValue!)

@@ -201,7 +201,14 @@ extension Gateway {
         guard !key.isEmpty, key.utf8.count <= 200, key.utf8.allSatisfy({ $0 >= 0x21 && $0 < 0x7F }) else {
             throw Problem.badRequest("Idempotency-Key must be 1 to 200 visible ASCII characters", parameter: "Idempotency-Key")
         }
+        // The key is bound to its request, as Stripe's API binds it: method, path and body.
+        let request = context.request
+        let fingerprint = Hashing.sha256Hex(request.method.rawValue + "\n" + request.path + "\n" + String(decoding: request.body, as: UTF8.self))
         if let stored = try? store.idempotentAnswer(scope: scope, key: key) {
+            if let first = stored.requestSHA256, !Secrets.constantTimeEquals(first, fingerprint) {
+                throw Problem.kassa("idempotency-key-reused", "Idempotency Key Reused", 422,
+                                    detail: "this Idempotency-Key was used for another request (method, path or body differ); use a new key")
+            }
             return HTTPResponse(status: stored.status, contentType: stored.contentType, headers: [("idempotent-replayed", "true")], body: stored.body)
         }
         let claimed = idempotencyInFlight.withLock { $0.insert(scope + "\u{0}" + key).inserted }
@@ -215,9 +222,12 @@ extension Gateway {
             response = HTTPResponse.problem(for: error)
             thrown = error
         }
-        if response.status < 500 {
+        // Only what took effect is the key's answer: a refusal (4xx) or failure (5xx) leaves the
+        // key free, so the corrected request can use it.
+        if response.status < 400 {
             try? await store.rememberAnswer(scope: scope, key: key,
-                                            Store.StoredAnswer(status: response.status, contentType: response.contentType, body: response.body),
+                                            Store.StoredAnswer(status: response.status, contentType: response.contentType, body: response.body,
+                                                               requestSHA256: fingerprint),
                                             atMs: clock.nowMs())
         }
         if let thrown { throw thrown }
