@@ -62,13 +62,18 @@ public enum PaymentURLHelper {
     }
 
     public static func percentEncode(_ s: String) -> String {
+        percentEncode(s) { !(isAlnum($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "~")) }
+    }
+
+    /// `s` with every byte `encodes` picks written `%XX` (upper-case hex).
+    static func percentEncode(_ s: String, where encodes: (UInt8) -> Bool) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
         for b in s.utf8 {
-            if isAlnum(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "~") {
-                out.append(b)
-            } else {
+            if encodes(b) {
                 out.append(UInt8(ascii: "%")); out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 0xF)])
+            } else {
+                out.append(b)
             }
         }
         return String(decoding: out, as: UTF8.self)
@@ -106,16 +111,7 @@ public enum PaymentURLHelper {
     static let okHttpQueryEncoded = Set(" !\"#$&'(),/:;<=>?@[]\\^`{|}~+%".utf8)
 
     public static func okHttpQueryComponent(_ s: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for b in s.utf8 {
-            if b < 0x20 || b >= 0x7F || okHttpQueryEncoded.contains(b) {
-                out.append(UInt8(ascii: "%")); out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 0xF)])
-            } else {
-                out.append(b)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        percentEncode(s) { $0 < 0x20 || $0 >= 0x7F || okHttpQueryEncoded.contains($0) }
     }
 
     public static func androidPage(intentURL: String) -> String {

@@ -120,27 +120,25 @@ public struct TokenKeys: Sendable {
 
     /// A MAC of `text` with the sealing key, as 32 hex digits: it makes a URL unguessable
     /// (a session's 3-D Secure notification URL) without storing anything.
-    public func tag(_ text: String) -> String {
-        let code = HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: sealing.key)
-        return String(Hashing.hex(Array(code)).prefix(32))
-    }
+    public func tag(_ text: String) -> String { Self.tag(text, with: sealing.key) }
 
     /// True when any key of ours made `tag` for `text` (rotation); compared in constant time.
     public func isValidTag(_ tag: String, for text: String) -> Bool {
         guard tag.utf8.count == 32 else { return false }
         var valid = false
-        for key in all {
-            let code = HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: key.key)
-            valid = Secrets.constantTimeEquals(String(Hashing.hex(Array(code)).prefix(32)), tag) || valid
-        }
+        for key in all { valid = Secrets.constantTimeEquals(Self.tag(text, with: key.key), tag) || valid }
         return valid
+    }
+
+    static func tag(_ text: String, with key: SymmetricKey) -> String {
+        String(Hashing.hex(Array(HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: key))).prefix(32))
     }
 
     /// `<key id>.<sealed>`: a value kept at rest that may describe a person (a client's
     /// device), sealed with the token key; `purpose` is authenticated, so a value sealed for
     /// one use opens for no other (and never as a token).
     public func seal(_ plain: [UInt8], purpose: String) -> String {
-        let box = try! ChaChaPoly.seal(plain, using: sealing.key, authenticating: Array("kassa at rest: \(purpose)".utf8))
+        let box = try! ChaChaPoly.seal(plain, using: sealing.key, authenticating: Self.atRest(purpose))
         return sealing.id + "." + Base64URL.encode(Array(box.combined))
     }
 
@@ -149,9 +147,12 @@ public struct TokenKeys: Sendable {
         let parts = sealed.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let key = key(id: String(parts[0])), let combined = Base64URL.decode(String(parts[1])),
               let box = try? ChaChaPoly.SealedBox(combined: combined),
-              let plain = try? ChaChaPoly.open(box, using: key, authenticating: Array("kassa at rest: \(purpose)".utf8)) else { return nil }
+              let plain = try? ChaChaPoly.open(box, using: key, authenticating: Self.atRest(purpose)) else { return nil }
         return Array(plain)
     }
+
+    /// What a value sealed at rest is authenticated with: its purpose, apart from tokens.
+    static func atRest(_ purpose: String) -> [UInt8] { Array("kassa at rest: \(purpose)".utf8) }
 }
 
 /// Digests from swift-crypto, as hex.

@@ -81,7 +81,8 @@ public final class Simulator: EdgeHandler {
     /// The bodies received on a PaymentSession route (e.g. `sessions.prepare`), oldest first:
     /// what Kassa sent, as it arrived.
     public func received(_ route: String) -> [JSONValue] {
-        state.withLock { $0.received.filter { $0.route == route }.map(\.body) }
+        let bodies = state.withLock { $0.received.filter { $0.route == route }.map(\.body) }
+        return bodies.map { (try? JSONValue.parse($0)) ?? .string(String(decoding: $0.prefix(200), as: UTF8.self)) }
     }
 
     /// The last `traceparent` header received (tests check that traces propagate).
@@ -108,14 +109,15 @@ public final class Simulator: EdgeHandler {
             break
         }
         // Beacons come without a token: the SDKs post them with none (swedbank-pay-sdk-android
-        // mobilesdk/src/main/java/com/swedbankpay/mobilesdk/logging/BeaconService.kt makeLogRequest).
+        // mobilesdk/src/main/java/com/swedbankpay/mobilesdk/logging/BeaconService.kt makeLogRequest);
+        // the menu script is loaded by a browser's <script src> (see paymentMenuScript).
         let open = routeName.hasPrefix("sim.") || ["root", "unmatched", "sessions.events", "sessions.menu"].contains(routeName)
         if !open && !authorized(request) {
             return SwedbankProblem.unauthorized()
         }
         if routeName.hasPrefix("sessions."), !request.body.isEmpty {
-            let body = (try? JSONValue.parse(request.body)) ?? .string(String(decoding: request.body.prefix(200), as: UTF8.self))
-            state.withLock { $0.remember(route: routeName, body: body) }
+            // Kept as bytes, parsed only when a test reads them: load runs pass through here too.
+            state.withLock { $0.remember(route: routeName, body: request.body) }
         }
         var response = await router.respond(self, request, requestID: "").response
         if fault == .truncated {
@@ -156,10 +158,10 @@ struct SimulatorState {
     var consumerSessions = 0
     var lastTraceparent: String?
     /// PaymentSession request bodies by route, the latest `receivedLimit`.
-    var received: [(route: String, body: JSONValue)] = []
+    var received: [(route: String, body: [UInt8])] = []
     static let receivedLimit = 2_000
 
-    mutating func remember(route: String, body: JSONValue) {
+    mutating func remember(route: String, body: [UInt8]) {
         if received.count >= Self.receivedLimit { received.removeFirst(received.count / 2) }
         received.append((route, body))
     }

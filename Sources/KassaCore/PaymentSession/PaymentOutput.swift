@@ -15,6 +15,12 @@ public struct PaymentOutput: Sendable, Equatable {
         public var expects: [Expectation]
 
         public func expectation(_ name: String) -> Expectation? { expects.first { $0.name == name } }
+
+        /// The expectations as one object, name to value: the form a task's page is posted with,
+        /// or the values a wallet sheet is opened with.
+        public var expectedValues: JSONValue {
+            .object(Dictionary(expects.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last }))
+        }
     }
 
     public struct Operation: Sendable, Equatable {

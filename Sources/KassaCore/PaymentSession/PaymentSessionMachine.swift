@@ -503,9 +503,7 @@ public struct PaymentSessionMachine: Sendable {
             }
             if !announced.wallets.contains(payloadOp.href) {
                 announced.wallets.insert(payloadOp.href)
-                var values: [String: JSONValue] = [:]
-                for e in task.expects { values[e.name] = e.value }
-                var data: [String: JSONValue] = ["paymentMethod": .string(method), "request": .object(values)]
+                var data: [String: JSONValue] = ["paymentMethod": .string(method), "request": task.expectedValues]
                 if method == "ApplePay" { data["merchantIdentifier"] = setup.applePayMerchantID.map { .string($0) } ?? .null }
                 effects.append(.push(PushEvent(.showWallet, .object(data))))
             }
@@ -567,10 +565,8 @@ public struct PaymentSessionMachine: Sendable {
             if pendingMethod != data {
                 pendingMethod = data
                 pollGeneration += 1
-                var form: [String: JSONValue] = [:]
-                for e in task.expects { form[e.name] = e.value }
                 effects.append(.push(PushEvent(.run3DSecureMethod, ["url": .string(task.href), "method": .string(task.method),
-                                                                     "form": .object(form), "timeoutMs": .number(Double(methodTimeoutMs))])))
+                                                                     "form": task.expectedValues, "timeoutMs": .number(Double(methodTimeoutMs))])))
                 effects.append(.schedulePoll(afterMs: methodTimeoutMs, generation: pollGeneration))
             }
             return effects
@@ -603,10 +599,8 @@ public struct PaymentSessionMachine: Sendable {
                 var attempt = currentAttempt ?? Attempt()
                 attempt.challengeOpen = true
                 state = .attempting(attempt)
-                var form: [String: JSONValue] = [:]
-                for e in redirect.expects { form[e.name] = e.value }
                 effects.append(.push(PushEvent(.show3DSecure, ["url": .string(redirect.href), "method": .string(redirect.method),
-                                                                "form": .object(form)])))
+                                                                "form": redirect.expectedValues])))
             }
             return effects
         }

@@ -310,7 +310,6 @@ extension MerchantAPI {
 
     // MARK: Helpers
 
-    /// The host payment urls are built on: the configured public URL's, else the request's Host header.
     /// The scheme the app's paymentUrl was written with: the public URL's, or
     /// https (what Swedbank Pay requires of a production paymentUrl).
     var publicScheme: String { configuration.publicBaseURL.hasPrefix("http://") ? "http" : "https" }
@@ -325,6 +324,7 @@ extension MerchantAPI {
         return publicHost(request).map { (configuration.edgeServesTLS ? "https://" : "http://") + $0 }
     }
 
+    /// The host payment urls are built on: the configured public URL's, else the request's Host header.
     func publicHost(_ request: HTTPRequest) -> String? {
         if !configuration.publicBaseURL.isEmpty {
             let trimmed = configuration.publicBaseURL.replacingOccurrences(of: "https://", with: "").replacingOccurrences(of: "http://", with: "")

@@ -162,13 +162,11 @@ actor SessionActor {
     private var eventLoggingHref: String?
 
     private var beaconTarget: SwedbankPayClient.BeaconTarget? {
-        get {
-            if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }) { eventLoggingHref = op.href }
-            return eventLoggingHref.map { .init(href: $0, device: machine.device) }
-        }
+        eventLoggingHref.map { .init(href: $0, device: machine.device) }
     }
 
     private func run(_ effects: [PaymentSessionMachine.Effect]) async {
+        if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }) { eventLoggingHref = op.href }
         var fresh = false
         for effect in effects {
             switch effect {

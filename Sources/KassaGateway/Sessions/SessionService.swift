@@ -73,8 +73,7 @@ final class SessionService: SessionEnvironment {
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
-                                         clientDeviceSealed: device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) },
-                                         publicBaseURL: publicBase)
+                                         clientDeviceSealed: sealed(device), publicBaseURL: publicBase)
         try await store.insertSession(record)
         let machine = PaymentSessionMachine(sessionURL: href, setup: setup(id: id, device: device, publicBase: publicBase))
         let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
@@ -148,6 +147,11 @@ final class SessionService: SessionEnvironment {
 
     static let notificationPurpose = "3-D Secure notification for session "
 
+    /// A client's device as the session row keeps it: sealed, since it can single out a person.
+    func sealed(_ device: ClientDevice?) -> String? {
+        device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) }
+    }
+
     /// The device a stored session was created with; the defaults if it had none
     /// (or its key was rotated away).
     func storedDevice(_ record: Store.SessionRecord) -> ClientDevice {
@@ -167,8 +171,7 @@ final class SessionService: SessionEnvironment {
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: claim.href, payeeReference: nil,
                                          paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
-                                         clientDeviceSealed: claim.device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) },
-                                         publicBaseURL: claim.publicBase)
+                                         clientDeviceSealed: sealed(claim.device), publicBaseURL: claim.publicBase)
         do { try store.insertSessionNow(record) } catch { return registry.session(id) }
         let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
                                             history: since > 0 ? ["PaymentSessionFetched"] : [],
