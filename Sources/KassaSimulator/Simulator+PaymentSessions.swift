@@ -33,9 +33,6 @@ struct SimulatedSession: Sendable {
     var attempts = 0
     /// Where the challenge page posts the cRes: create-authentication's notificationUrl.
     var notificationURL: String?
-    /// The hidden method page was loaded, and the indicator create-authentication reported.
-    var methodLoaded = false
-    var methodCompletionIndicator: String?
 }
 
 /// Problem types the simulator invents where the SDK sources name none.
@@ -202,17 +199,16 @@ extension Simulator {
             }
             guard problems.isEmpty else { return SwedbankProblem.inputError("paymentsessions", problems) }
             session.notificationURL = notification
-            session.methodCompletionIndicator = indicator
             session.attempt?.stage = .scaChallenge
             return nil
         }
     }
 
     /// The view-payment script: a page loads it and opens the menu with
-    /// `payex.hostedView.checkout({container: {checkout: "<element id>"}, …}).open()`, as the iOS
-    /// SDK's host page does (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPayWebContent.swift;
-    /// developer.swedbankpay.com checkout-v3 "Display the payment UI", read in the doc corpus). A
-    /// browser loads it without a token. The simulated menu lists the methods the menu shows.
+    /// `payex.hostedView.checkout({integration: "App", container: {checkout: "checkout"}, …}).open("checkout")`,
+    /// as the iOS SDK's v3 host page does (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/Models/
+    /// SwedbankPayWebContent.swift, paymentTemplateV3). A browser loads it with `<script src>`, so
+    /// without a token. The simulated menu lists the methods the menu shows.
     func paymentMenuScript(_ c: RequestContext) -> HTTPResponse {
         let token = c.parameters["token"] ?? ""
         guard let session = state.withLock({ $0.sessions[token] }) else { return SwedbankProblem.notFound("paymentsessions", "Payment session") }
@@ -225,14 +221,13 @@ extension Simulator {
               window.payex.hostedView = {
                 checkout: function (options) {
                   return {
-                    open: function () {
-                      var id = (options.container && options.container.checkout) || "checkout";
+                    open: function (container) {
+                      var id = container || (options.container && options.container.checkout) || "checkout";
                       var box = document.getElementById(id);
                       var title = document.createElement("p");
                       title.id = "sim-menu";
                       title.textContent = "Simulated payment menu: " + methods.join(", ");
                       box.appendChild(title);
-                      if (options.onCheckoutLoaded) options.onCheckoutLoaded({});
                     }
                   };
                 }
@@ -250,13 +245,12 @@ extension Simulator {
     }
 
     /// The issuer's 3-D Secure method page, loaded in a hidden frame: form `threeDSMethodData`.
-    /// A real one fingerprints the browser; this one notes that it was loaded.
+    /// A real one fingerprints the browser; this one only checks that it is one of its sessions'.
     func acsMethodPage(_ c: RequestContext) -> HTTPResponse {
         let data = FormURLEncoded.value("threeDSMethodData", in: c.request.body) ?? ""
-        guard data.hasPrefix("sim-"), let token = session(tokenPrefix: data.dropFirst(4)) else {
+        guard data.hasPrefix("sim-"), session(tokenPrefix: data.dropFirst(4)) != nil else {
             return HTTPResponse(status: 400, contentType: "text/html; charset=utf-8", body: Array("<p>unknown threeDSMethodData</p>".utf8))
         }
-        state.withLock { $0.sessions[token]?.methodLoaded = true }
         return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8",
                             body: Array("<!DOCTYPE html><html><head><title>3-D Secure method</title></head><body></body></html>".utf8))
     }
@@ -468,6 +462,8 @@ extension Simulator {
                                ["name": "GatewayMerchantId", "type": "string", "value": "sim-gateway-merchant"],
                                ["name": "AllowedCardNetworks", "type": "string[]", "value": ["VISA", "MASTERCARD"]],
                                ["name": "AllowedCardAuthMethods", "type": "string[]", "value": ["PAN_ONLY", "CRYPTOGRAM_3DS"]]]
+                        // The SDKs read only the task's expects and follow attempt-payload's href; the task's
+                        // href and method, and this path, are the simulator's own placeholders.
                         mops.append(op("attempt-payload", "POST", "/methods/\(method)/payload",
                                        tasks: [["rel": "wallet-sdk", "method": "GET", "href": "", "contentType": "application/json",
                                                 "expects": .array(expects)]]))

@@ -1,6 +1,7 @@
 "use strict";
 // Opens the payment menu that Swedbank Pay's view-payment script (loaded just before this one)
-// defines, as the SDKs' host page does, and tells the page that frames this one what happens.
+// defines, with the parameters the iOS SDK's v3 host page passes (swedbank-pay-sdk-ios
+// SwedbankPayWebContent.swift, paymentTemplateV3), and tells the page that frames this one what happens.
 (function () {
   const notify = (event, data) => {
     if (window.parent !== window) window.parent.postMessage({ source: "kassa-menu", event, data: data || {} }, "*");
@@ -10,10 +11,11 @@
     return;
   }
   window.payex.hostedView.checkout({
+    integration: "App",
     container: { checkout: "checkout" },
-    onCheckoutLoaded: (e) => notify("loaded", e),
-    onPaid: (e) => notify("paid", e),
-    onAborted: (e) => notify("aborted", e),
-    onError: (e) => notify("error", e)
-  }).open();
+    onEventNotification: (e) => notify("event", e),
+    onError: (e) => notify("error", e),
+    onPaid: (e) => notify("paid", e)
+  }).open("checkout");
+  notify("loaded");
 })();
