@@ -14,9 +14,17 @@ public enum Redaction {
         "token", "clienttoken", "accesstoken", "paymenttoken", "authorization", "apikey", "api-key",
         "your-api-key", "x-api-key", "admintoken", "password", "secret", "cvc", "cvv", "cardnumber", "pan",
         "expirydate", "expirymonth", "expiryyear", "recurrencetoken", "unscheduledtoken", "useragent",
+        "pin", "securitycode", "email", "emailaddress", "e-mail", "socialsecuritynumber", "ssn",
+        "nationalidentifier", "nationalidentitynumber", "personalnumber", "personalidentitynumber",
     ]
+    /// Parts of member names that make any name a secret's: `upstreamToken`, `client_secret`,
+    /// `db-password`, `card_cvc`. (Their boolean values stay: `generatePaymentToken: true`.)
+    static let secretNameParts: [[UInt8]] = ["token", "secret", "passw", "apikey", "api_key", "api-key",
+                                             "cvc", "cvv", "securitycode", "security_code", "privatekey", "private_key"]
+        .map { Array($0.utf8) }
     /// Member names whose values are personal data kept only as a suffix.
-    static let suffixKeys: Set<String> = ["msisdn", "phone", "phonenumber", "mobilenumber"]
+    static let suffixKeys: Set<String> = ["msisdn", "phone", "phonenumber", "mobilenumber", "mobilephonenumber",
+                                          "homephonenumber", "workphonenumber"]
 
     public static func isSecretKey(_ key: String) -> Bool { rule(forKey: key) == .secret }
 
@@ -40,12 +48,21 @@ public enum Redaction {
             // Unicode lower-casing can map a non-ASCII name onto an ASCII one (the Kelvin sign onto "k").
             guard b.allSatisfy({ $0 < 0x80 }) else {
                 let lower = String(decoding: b, as: UTF8.self).lowercased()
-                return secretKeys.contains(lower) ? .secret : suffixKeys.contains(lower) ? .suffix : nil
+                if secretKeys.contains(lower) || secretNameParts.contains(where: { lower.utf8.contains($0) }) { return .secret }
+                return suffixKeys.contains(lower) ? .suffix : nil
             }
-            guard b.count < namesByLength.count else { return nil }
-            for candidate in namesByLength[b.count]
-            where zip(b, candidate.name).allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }) {
-                return candidate.rule
+            func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
+            if b.count < namesByLength.count {
+                for candidate in namesByLength[b.count] where zip(b, candidate.name).allSatisfy({ lower($0) == $1 }) {
+                    return candidate.rule
+                }
+            }
+            guard b.count >= 3 else { return nil }
+            for part in secretNameParts where part.count <= b.count {
+                for start in 0...(b.count - part.count)
+                where lower(b[start]) == part[0] && zip(b[start...], part).allSatisfy({ lower($0) == $1 }) {
+                    return .secret
+                }
             }
             return nil
         }
@@ -74,7 +91,11 @@ public enum Redaction {
                 let replacement: JSONValue?
                 let rule = rule(forKey: key)
                 if rule == .secret {
-                    replacement = .string(placeholder)
+                    switch member {
+                    case .bool, .null: replacement = nil
+                    case .string(placeholder): replacement = nil
+                    default: replacement = .string(placeholder)
+                    }
                 } else if rule == .suffix, case .string(let s) = member {
                     replacement = .string(suffix(s))
                 } else {
@@ -96,11 +117,19 @@ public enum Redaction {
             }
             return out.map { .array($0) }
         case .string(let s):
-            let redacted = redactTokens(redactURLQuery(s))
+            let redacted = redactText(s)
             return redacted == s ? nil : .string(redacted)
+        case .number(let n):
+            return redactedNumber(n)
         default:
             return nil
         }
+    }
+
+    /// Free text (a summary, a URL, a message): secret query parameters, long tokens, and
+    /// personal data found by its value.
+    public static func redactText(_ s: String) -> String {
+        redactValues(redactTokens(redactURLQuery(s)))
     }
 
     /// Secrets also travel inside URLs (`?token=…`): their values are replaced.

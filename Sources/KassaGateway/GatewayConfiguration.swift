@@ -47,9 +47,10 @@ public struct GatewayConfiguration: Sendable {
     /// from the store and upstream (an abandoned checkout does not hold memory for ever).
     public var waitingSessionMemorySeconds: Double = 120
     /// Seal client tokens: the first seals new ones, every one opens them (rotation). Nodes that
-    /// share them can pick up each other's sessions; by default each process draws its own, and
-    /// its tokens work only on it. Each must be at least 32 bytes with 8 distinct characters.
-    public var clusterSecrets = [Secrets.randomHex(bytes: 32)]
+    /// share them can pick up each other's sessions. Empty: the node keeps one of its own in a
+    /// file beside its database (see `KassaNode`), so what it sealed opens after its restarts.
+    /// Each must be at least 32 bytes with 8 distinct characters.
+    public var clusterSecrets: [String] = []
     /// The edge speaks only https and wss (set from the edge's configuration): the scheme of
     /// URLs built from a request's Host header when `publicBaseURL` is empty.
     public var edgeServesTLS = false

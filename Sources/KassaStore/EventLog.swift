@@ -77,7 +77,12 @@ public final class EventLog: Sendable {
     }
 
     /// Queues an event; it is durable once a later `flush()` returns.
+    /// Its summary and data pass through `Redaction` here, whoever built it: nothing reaches
+    /// the file, or the live timeline, that redaction would have caught.
     public func append(_ event: LogEvent) {
+        var event = event
+        event.summary = Redaction.redactText(event.summary)
+        event.data = event.data.map(Redaction.redact)
         let pending = Pending(event: event, dataText: event.data?.text)
         let full = queue.withLock { q -> Bool in
             q.events.append(pending)

@@ -1,11 +1,13 @@
+import Foundation
 import GRDB
+import KassaCore
 
 /// The schema, one versioned step at a time. Steps are never edited once
 /// released; a change is a new step.
 enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
                         "v6-session-client-device", "v7-session-public-base",
-                        "v8-idempotency-request"]
+                        "v8-idempotency-request", "v9-idempotency-redacted"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -87,6 +89,18 @@ enum Migrations {
         }
         migrator.registerMigration("v8-idempotency-request") { db in
             try db.execute(sql: "ALTER TABLE idempotency ADD COLUMN request_sha256 TEXT")
+        }
+        migrator.registerMigration("v9-idempotency-redacted") { db in
+            // Answers stored before this step could hold a client token: they are kept redacted
+            // (a replay of a creation gets a new token; see Gateway.idempotent).
+            // Keys are kept as digests from this step on.
+            let rows = try Row.fetchAll(db, sql: "SELECT rowid, key, body FROM idempotency")
+            for row in rows {
+                let body: Data = row["body"] ?? Data()
+                let redacted = (try? JSONValue.parse([UInt8](body))).map { Redaction.redact($0).bytes } ?? []
+                try db.execute(sql: "UPDATE idempotency SET key = ?, body = ? WHERE rowid = ?",
+                               arguments: [Hashing.sha256Hex(row["key"] as String), Data(redacted), row["rowid"] as Int64])
+            }
         }
         return migrator
     }

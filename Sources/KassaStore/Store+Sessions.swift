@@ -82,6 +82,19 @@ extension Store {
         }
     }
 
+    /// Seals the upstream URLs of rows written before they were sealed (at start-up).
+    @discardableResult
+    public func sealPlainViewHrefs(_ seal: (_ href: String, _ id: String) -> String) throws -> Int {
+        try pool.write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, view_href FROM sessions WHERE view_href LIKE 'http%'")
+            for row in rows {
+                let id: String = row["id"], href: String = row["view_href"]
+                try db.execute(sql: "UPDATE sessions SET view_href = ? WHERE id = ?", arguments: [seal(href, id), id])
+            }
+            return rows.count
+        }
+    }
+
     /// The highest committed push sequence number of a session.
     public func lastSeq(sessionID: String) throws -> Int64 {
         try pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM events WHERE session_id = ?", arguments: [sessionID]) ?? 0 }

@@ -86,6 +86,9 @@ public final class Store: Sendable {
                 _ = try Store.sizeWriterCache(db, currentKiB: nil)
             }
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            // What is deleted or rewritten is zeroed in the pages SQLite writes anyway: old
+            // values do not linger in free space (FAST: no extra I/O for it).
+            try db.execute(sql: "PRAGMA secure_delete = FAST")
             // The checkpointer thread copies the WAL back (see Checkpointer); the writer does it
             // itself only if the WAL passes ~256 MiB, a backstop should that thread fall behind.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 65536")

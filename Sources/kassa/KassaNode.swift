@@ -1,3 +1,4 @@
+import Foundation
 import KassaCore
 import KassaEdge
 import KassaGateway
@@ -31,7 +32,15 @@ final class KassaNode: Service, Sendable {
          databasePath: String, durability: Store.Durability = .normal, retention: Retention = Retention(),
          clock: any WallClock = SystemClock(), logger: Logger) throws {
         // First, before anything opens or starts: a short or weak cluster secret is refused here.
-        let tokenKeys = try TokenKeys(secrets: gatewayConfiguration.clusterSecrets)
+        var secrets = gatewayConfiguration.clusterSecrets
+        if secrets.isEmpty {
+            do { secrets = [try Self.nodeSecret(beside: databasePath)] } catch {
+                // A read-only disk: the node still starts (and reports the disk), sealing for this run only.
+                logger.warning("\(error); what this run seals will not open after a restart")
+                secrets = [Secrets.randomHex(bytes: 32)]
+            }
+        }
+        let tokenKeys = try TokenKeys(secrets: secrets)
         var edgeConfiguration = edgeConfiguration
         edgeConfiguration.customHeaderNames += Gateway.customHeaderNames
         store = try Store.open(path: databasePath, durability: durability)
@@ -57,6 +66,27 @@ final class KassaNode: Service, Sendable {
         self.logger = logger
         gateway.attach(edge)
         gateway.recoverSessions()
+    }
+
+    /// The secret a node without `--cluster-secret` seals with: kept in `<database>.key`
+    /// (owner-only), made on first start. Sealed values at rest (upstream URLs, client devices)
+    /// then survive a restart; the file must not travel with copies of the database.
+    static func nodeSecret(beside databasePath: String) throws -> String {
+        guard databasePath != ":memory:" else { return Secrets.randomHex(bytes: 32) }
+        let path = databasePath + ".key"
+        if let existing = try? String(contentsOfFile: path, encoding: .utf8) {
+            let secret = existing.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !secret.isEmpty { return secret }
+        }
+        let secret = Secrets.randomHex(bytes: 32)
+        let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError("cannot create the node's secret file \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let bytes = Array((secret + "\n").utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count, fchmod(fd, 0o600) == 0 else {
+            throw StoreError("cannot write the node's secret file \(path)")
+        }
+        return secret
     }
 
     /// Opens the port (once). On failure the simulator and upstream client are let go.

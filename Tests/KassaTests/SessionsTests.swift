@@ -351,10 +351,21 @@ struct SessionsTests {
         let first = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-42")
         let second = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-42")
         #expect(first.status == 201 && second.status == 201)
-        #expect(first.body == second.body)
+        let firstDoc = try JSONValue.parse(first.body), secondDoc = try JSONValue.parse(second.body)
+        #expect(firstDoc["id"] == secondDoc["id"] && firstDoc["streamUrl"] == secondDoc["streamUrl"])
         #expect(second.header("idempotent-replayed") == "true")
+        // The first client token was never stored: the replay carries a new one for the same session.
+        let firstToken = try #require(firstDoc["clientToken"]?.stringValue), replayedToken = try #require(secondDoc["clientToken"]?.stringValue)
+        #expect(firstToken != replayedToken)
+        await t.node.store.eventLog.flush()
+        for suffix in ["", "-wal"] {
+            let bytes = (try? Data(contentsOf: URL(fileURLWithPath: t.dir.file("kassa.sqlite" + suffix)))) ?? Data()
+            #expect(bytes.range(of: Data(firstToken.utf8)) == nil && bytes.range(of: Data(replayedToken.utf8)) == nil)
+        }
+        let replayed = SessionClient.Created(id: secondDoc["id"]!.stringValue!, token: replayedToken, streamUrl: secondDoc["streamUrl"]!.stringValue!)
+        #expect(try await c.snapshot(replayed).status == 200, "the replayed token opens the session")
         let third = try await c.createResponse(["paymentOrder": SessionClient.order()], idempotencyKey: "order-43")
-        #expect(third.body != first.body)
+        #expect(try JSONValue.parse(third.body)["id"] != firstDoc["id"])
         // The key is bound to its request: another body with it is 422, and nothing is created.
         let reused = try await c.createResponse(["paymentOrder": SessionClient.order(amount: 999)], idempotencyKey: "order-42")
         #expect(reused.status == 422)

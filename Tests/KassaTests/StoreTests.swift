@@ -107,6 +107,25 @@ struct StoreTests {
         await current.close()
     }
 
+    @Test("stored idempotent answers from before v9 lose their client tokens, and their keys become digests")
+    func idempotencyRedactedOnMigration() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("v8.sqlite")
+        let old = try Store.open(path: path, upTo: "v8-idempotency-request")
+        let body = JSONValue.object(["id": "s1", "clientToken": "v1.abc.123.sealed-token-in-clear", "payer": ["email": "anna@example.se"]]).bytes
+        try await old.rememberAnswer(scope: "create:x", key: "order-42", .init(status: 201, contentType: "application/json", body: body), atMs: 1)
+        await old.close()
+
+        let current = try Store.open(path: path)
+        #expect(try current.idempotentAnswer(scope: "create:x", key: "order-42") == nil, "the plain key is gone")
+        let answer = try #require(try current.idempotentAnswer(scope: "create:x", key: Hashing.sha256Hex("order-42")))
+        let stored = try JSONValue.parse(answer.body)
+        #expect(stored["id"] == "s1" && stored["clientToken"]?.stringValue == Redaction.placeholder)
+        #expect(stored["payer"]?["email"]?.stringValue == Redaction.placeholder)
+        await current.close()
+    }
+
     @Test("a corrupt file fails to open with a clear message")
     func corruptFile() throws {
         let dir = TempDirectory()

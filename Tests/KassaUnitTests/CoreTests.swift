@@ -65,14 +65,56 @@ struct CoreSafetyTests {
     @Test("member names match in any case, whole names only, and non-ASCII names as Unicode lower-cases them")
     func redactionKeyNames() {
         #expect(Redaction.isSecretKey("TOKEN") && Redaction.isSecretKey("CardNumber") && Redaction.isSecretKey("x-api-key"))
-        #expect(!Redaction.isSecretKey("tokens") && !Redaction.isSecretKey("toke") && !Redaction.isSecretKey("amount"))
-        #expect(!Redaction.isSecretKey("") && !Redaction.isSecretKey(String(repeating: "token", count: 20)))
+        #expect(!Redaction.isSecretKey("toke") && !Redaction.isSecretKey("amount") && !Redaction.isSecretKey(""))
+        // The usual names of secrets, inside longer names too.
+        for name in ["upstreamToken", "client_secret", "DB-Password", "card_cvc", "CVV2", "x-api-key-2", "securityCode", "tokens",
+                     String(repeating: "token", count: 20)] {
+            #expect(Redaction.isSecretKey(name), "\(name)")
+        }
         #expect(Redaction.isSecretKey("to\u{212A}en"), "the Kelvin sign lower-cases to k")
         let redacted = Redaction.redact(["MSISDN": "+46739000001", "PhoneNumber": "+46700000002", "Cvc": "123", "phones": "+46700000003"])
         #expect(redacted["MSISDN"]?.stringValue == "…0001")
         #expect(redacted["PhoneNumber"]?.stringValue == "…0002")
         #expect(redacted["Cvc"]?.stringValue == Redaction.placeholder)
-        #expect(redacted["phones"]?.stringValue == "+46700000003")
+        #expect(redacted["phones"]?.stringValue == "…0003", "found by its value")
+        let flags = Redaction.redact(["generatePaymentToken": true, "generateRecurrenceToken": false, "tokenTtl": 3600])
+        #expect(flags["generatePaymentToken"] == true && flags["generateRecurrenceToken"] == false, "a flag says nothing secret")
+        #expect(flags["tokenTtl"]?.stringValue == Redaction.placeholder)
+    }
+
+    @Test("personal data is found by its value: cards by Luhn, international phones, e-mails, Nordic national ids; in text, URLs, arrays and numbers")
+    func redactionByValue() {
+        let cases: [(String, String)] = [
+            ("card 4111111111111111 ok", "card …1111 ok"),
+            ("4111 1111 1111 1111", "…1111"),
+            ("5555-5555-5555-4444", "…4444"),
+            ("/pay?pan=5555555555554444&x=1", "/pay?pan=[redacted]&x=1"),
+            ("/cards/378282246310005/charges", "/cards/…0005/charges"),
+            ("call +46 70 123 45 67.", "call …4567."),
+            ("?msisdn=%2B46739000001&a=b", "?msisdn=…0001&a=b"),
+            ("to: Anna.Svensson+shop@example.co.uk.", "to: [redacted]."),
+            ("/payer/anna%40example.com/x", "/payer/[redacted]/x"),
+            ("pnr 19811218-9876 and 811218-9876 and 8112189876", "pnr [redacted] and [redacted] and [redacted]"),
+            ("fnr 01010012356", "fnr [redacted]"),
+            ("hetu 131052-308T!", "hetu [redacted]!"),
+            ("cpr 010203-1234", "cpr [redacted]"),
+        ]
+        for (given, expected) in cases {
+            #expect(Redaction.redactText(given) == expected, "\(given)")
+            #expect(Redaction.redactText(expected) == expected, "a second pass changes nothing: \(expected)")
+        }
+        // What only looks like them stays: not Luhn-valid, no plus, inside an id, an epoch, a date, a version.
+        for kept in ["order 4111111111111112", "ref 46739000001", "id 0193a4111111111111111b", "at 1764000000000",
+                     "2026-11-24T10:00:00Z", "v1.2.3", "amount 150000", "session 01938f2a6c1d4e5f8a9b0c1d2e3f4a5b", "x@y", "a@b.c"] {
+            #expect(Redaction.redactText(kept) == kept, "\(kept)")
+        }
+        let body = Redaction.redact(["payer": ["contact": ["+46701234567", "anna@example.com"]], "note": 4111111111111111.0,
+                                     "id": 198112189876.0, "amount": 1500, "big": 4.5e18])
+        #expect(body["payer"]?["contact"]?.arrayValue == ["…4567", .string(Redaction.placeholder)])
+        #expect(body["note"]?.stringValue == "…1111")
+        #expect(body["id"]?.stringValue == Redaction.placeholder)
+        #expect(body["amount"]?.intValue == 1500)
+        #expect(body["big"]?.stringValue == Redaction.placeholder)
     }
 
     @Test("tokens in paths and secrets in queries are cut; everything else is left byte for byte")

@@ -41,7 +41,7 @@ enum MerchantProblem {
     static func badGateway(_ detail: String, gatewayStatus: Int? = nil, body: [UInt8]? = nil) -> Problem {
         var extensions: [String: JSONValue] = [:]
         if let gatewayStatus { extensions["gatewayStatus"] = .number(Double(gatewayStatus)) }
-        if let body { extensions["body"] = .string(Redaction.redactTokens(SwedbankPayClient.excerpt(body))) }
+        if let body { extensions["body"] = .string(Redaction.redactText(SwedbankPayClient.excerpt(body))) }
         return Problem(type: base + "badgateway", title: "Bad Gateway", status: 502, detail: detail, extensions: extensions)
     }
 

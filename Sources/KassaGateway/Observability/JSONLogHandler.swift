@@ -41,9 +41,9 @@ public struct JSONLogHandler: LogHandler {
         object = Redaction.redact(.object(object)).objectValue ?? [:]
         object["at"] = .string(Self.timestamp())
         object["level"] = .string(level.rawValue)
-        object["message"] = .string(Redaction.redactURLQuery(message.description))
+        object["message"] = .string(Redaction.redactText(message.description))
         object["label"] = .string(label)
-        if let error { object["error"] = .string(Redaction.redactURLQuery("\(error)")) }
+        if let error { object["error"] = .string(Redaction.redactText("\(error)")) }
         var bytes = JSONValue.object(object).bytes
         bytes.append(0x0A)
         sink.write(bytes)

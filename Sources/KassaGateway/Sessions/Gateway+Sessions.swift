@@ -23,7 +23,15 @@ extension Gateway {
 
     func createSession(_ context: RequestContext) async throws -> HTTPResponse {
         let keyScope = "create:" + Hashing.sha256Hex(context.request.headers[MerchantAPI.apiKeyHeader] ?? "")
-        return try await idempotent(scope: keyScope, context) { [self] in try await self.createSessionNow(context) }
+        return try await idempotent(scope: keyScope, context, replaying: { [self] stored in
+            // The stored answer has no client token: a replay gets a new one for the same session.
+            guard var answer = (try? JSONValue.parse(stored.body))?.objectValue, let id = answer["id"]?.stringValue,
+                  let token = sessions.reissuedToken(sessionID: id) else {
+                throw Problem.serviceUnavailable("the session of this Idempotency-Key cannot be read back; try again")
+            }
+            answer["clientToken"] = .string(token)
+            return HTTPResponse(status: stored.status, contentType: stored.contentType, headers: stored.headers, body: JSONValue.object(answer).bytes)
+        }) { [self] in try await self.createSessionNow(context) }
     }
 
     private func createSessionNow(_ context: RequestContext) async throws -> HTTPResponse {
@@ -194,13 +202,25 @@ extension Gateway {
 
     // MARK: Idempotency-Key
 
-    /// Runs `work` once per Idempotency-Key and scope; a repeat gets the first answer (a problem
-    /// below 500 included, stored as it was rendered).
-    func idempotent(scope: String, _ context: RequestContext, _ work: () async throws -> HTTPResponse) async throws -> HTTPResponse {
-        guard let key = context.request.headers["idempotency-key"] else { return try await work() }
-        guard !key.isEmpty, key.utf8.count <= 200, key.utf8.allSatisfy({ $0 >= 0x21 && $0 < 0x7F }) else {
+    /// A JSON answer's body as an idempotency key keeps it.
+    static func redactedBody(_ response: HTTPResponse) -> [UInt8] {
+        guard response.contentType.hasPrefix("application/") && response.contentType.contains("json"),
+              let body = try? JSONValue.parse(response.body) else { return [] }
+        return Redaction.redact(body).bytes
+    }
+
+    /// Runs `work` once per Idempotency-Key and scope; a repeat gets the first answer. The answer
+    /// is stored redacted (`Redaction`: no secret, no personal data, no client token);
+    /// `replaying` puts back what a replay needs.
+    func idempotent(scope: String, _ context: RequestContext,
+                    replaying: (HTTPResponse) async throws -> HTTPResponse = { $0 },
+                    _ work: () async throws -> HTTPResponse) async throws -> HTTPResponse {
+        guard let given = context.request.headers["idempotency-key"] else { return try await work() }
+        guard !given.isEmpty, given.utf8.count <= 200, given.utf8.allSatisfy({ $0 >= 0x21 && $0 < 0x7F }) else {
             throw Problem.badRequest("Idempotency-Key must be 1 to 200 visible ASCII characters", parameter: "Idempotency-Key")
         }
+        // Kept as a digest: a merchant may build keys from an order's or a payer's data.
+        let key = Hashing.sha256Hex(given)
         // The key is bound to its request, as Stripe's API binds it: method, path and body.
         let request = context.request
         let fingerprint = Hashing.sha256Hex(request.method.rawValue + "\n" + request.path + "\n" + String(decoding: request.body, as: UTF8.self))
@@ -209,7 +229,8 @@ extension Gateway {
                 throw Problem.kassa("idempotency-key-reused", "Idempotency Key Reused", 422,
                                     detail: "this Idempotency-Key was used for another request (method, path or body differ); use a new key")
             }
-            return HTTPResponse(status: stored.status, contentType: stored.contentType, headers: [("idempotent-replayed", "true")], body: stored.body)
+            return try await replaying(HTTPResponse(status: stored.status, contentType: stored.contentType,
+                                                    headers: [("idempotent-replayed", "true")], body: stored.body))
         }
         let claimed = idempotencyInFlight.withLock { $0.insert(scope + "\u{0}" + key).inserted }
         guard claimed else {
@@ -226,8 +247,8 @@ extension Gateway {
         // key free, so the corrected request can use it.
         if response.status < 400 {
             try? await store.rememberAnswer(scope: scope, key: key,
-                                            Store.StoredAnswer(status: response.status, contentType: response.contentType, body: response.body,
-                                                               requestSHA256: fingerprint),
+                                            Store.StoredAnswer(status: response.status, contentType: response.contentType,
+                                                               body: Self.redactedBody(response), requestSHA256: fingerprint),
                                             atMs: clock.nowMs())
         }
         if let thrown { throw thrown }

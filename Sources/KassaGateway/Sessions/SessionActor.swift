@@ -179,7 +179,7 @@ actor SessionActor {
                 pushes.append(push)
                 environment.record(LogEvent(atMs: atMs, sessionID: id, seq: push.seq, kind: "push.sent",
                                                        level: event.type.isProblem ? .warning : .info,
-                                                       summary: event.type.rawValue, traceID: traceID, data: Redaction.redact(event.data)))
+                                                       summary: event.type.rawValue, traceID: traceID, data: event.data))
                 if let problemType { environment.update(.init(id: id, lastProblemType: problemType)) }
                 if let target = beaconTarget {
                     environment.beacon(ClientEvent(.sdkCallbackInvoked, atMs: atMs, methodName: event.type.rawValue), to: target)

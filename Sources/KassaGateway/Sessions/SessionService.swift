@@ -70,7 +70,8 @@ final class SessionService: SessionEnvironment {
         let now = nowMs()
         let token = SessionToken.issue(sessionID: id, href: href, expiresAt: (now + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
                                        device: device, publicBase: publicBase, keys: tokenKeys)
-        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: href, payeeReference: payeeReference,
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: sealed(href: href, id: id),
+                                         payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
                                          clientDeviceSealed: sealed(device), publicBaseURL: publicBase)
@@ -123,7 +124,7 @@ final class SessionService: SessionEnvironment {
             SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]), session: record.id)
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
-        let machine = PaymentSessionMachine(restoring: record.viewHref, phase: phase, history: logged.map(\.summary),
+        let machine = PaymentSessionMachine(restoring: storedHref(record), phase: phase, history: logged.map(\.summary),
                                             setup: setup(id: record.id, device: storedDevice(record), publicBase: record.publicBaseURL))
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, environment: self)
@@ -152,6 +153,31 @@ final class SessionService: SessionEnvironment {
         device.map { tokenKeys.seal($0.json.bytes, purpose: Self.devicePurpose) }
     }
 
+    /// A session's upstream URL as its row keeps it: sealed, since its path is the
+    /// PaymentSession's bearer token upstream. Bound to the session's id.
+    func sealed(href: String, id: String) -> String {
+        tokenKeys.seal(Array(href.utf8), purpose: Self.hrefPurpose + id)
+    }
+
+    static let hrefPurpose = "session upstream href "
+
+    /// The upstream URL of a stored session (rows written before it was sealed hold it plain).
+    func storedHref(_ record: Store.SessionRecord) -> String {
+        if record.viewHref.hasPrefix("http") { return record.viewHref }
+        return tokenKeys.open(record.viewHref, purpose: Self.hrefPurpose + record.id).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// A new client token for a stored session, with the expiry its first one had: what an
+    /// idempotent replay of its creation answers (the first token is never stored).
+    func reissuedToken(sessionID id: String) -> String? {
+        guard let record = try? store.session(id: id) else { return nil }
+        let href = storedHref(record)
+        guard !href.isEmpty else { return nil }
+        let expiresAt = (record.createdAtMs + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds)
+        return SessionToken.issue(sessionID: id, href: href, expiresAt: expiresAt, device: record.clientDeviceSealed == nil ? nil : storedDevice(record),
+                                  publicBase: record.publicBaseURL, keys: tokenKeys)
+    }
+
     /// The device a stored session was created with; the defaults if it had none
     /// (or its key was rotated away).
     func storedDevice(_ record: Store.SessionRecord) -> ClientDevice {
@@ -168,7 +194,8 @@ final class SessionService: SessionEnvironment {
         guard let token, let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID == id, claim.expiresAt > now / 1000,
               PaymentURLHelper.isSafeID(id), swedbankPay.isAllowed(claim.href) else { return nil }
         let traceID = TraceContext.newTraceID()
-        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: claim.href, payeeReference: nil,
+        let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: sealed(href: claim.href, id: id),
+                                         payeeReference: nil,
                                          paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
                                          clientDeviceSealed: sealed(claim.device), publicBaseURL: claim.publicBase)
@@ -189,6 +216,7 @@ final class SessionService: SessionEnvironment {
 
     /// Picks up the sessions a previous run left unfinished and re-reads them upstream.
     func recover() {
+        _ = try? store.sealPlainViewHrefs { href, id in sealed(href: href, id: id) }
         let terminal = [PaymentSessionMachine.Phase.completed, .canceled, .ended].map(\.rawValue)
         guard let records = try? store.unfinishedSessions(terminalPhases: terminal) else { return }
         for record in records where registry.session(record.id) == nil {

@@ -1,0 +1,243 @@
+/// Personal data found by its value, wherever it sits: in a free-text summary, inside a URL's
+/// path or query, or in a body member whose name says nothing. Works on UTF-8 bytes.
+///
+/// - card numbers: 13 to 19 digits starting 2 to 6 (the card schemes' ranges), Luhn-valid,
+///   keep their last four;
+/// - phone numbers in international form (`+` and 8 to 15 digits) keep their last four;
+/// - e-mail addresses become the placeholder;
+/// - the Nordic national identity numbers (Swedish personnummer, Norwegian fødselsnummer,
+///   Danish CPR, Finnish henkilötunnus), each checked by its date and check digits,
+///   become the placeholder.
+///
+/// Digits that touch a letter are part of something else (a hex id, a word) and stay.
+extension Redaction {
+    /// What a run of digits was found to be.
+    enum Finding { case card, phone, nationalID }
+
+    /// `s` with every value above replaced; `s` itself when there is none (most strings).
+    public static func redactValues(_ s: String) -> String {
+        var bytes = Array(s.utf8)
+        guard bytes.contains(where: { isDigit($0) || $0 == 0x40 || $0 == 0x25 }) else { return s }   // digit @ %
+        var changed = redactEmails(&bytes)
+        changed = redactDigitGroups(&bytes) || changed
+        return changed ? String(decoding: bytes, as: UTF8.self) : s
+    }
+
+    /// A number's digits, when they would be redacted as text: a card number or national id
+    /// sent as a JSON number. Numbers beyond 2^53 that could be card numbers are unreadable as
+    /// doubles, so they go too.
+    static func redactedNumber(_ n: Double) -> JSONValue? {
+        guard n.isFinite, n >= 1e9, n.rounded() == n else { return nil }
+        if n >= 9_007_199_254_740_992 {
+            guard n < 1e19 else { return nil }
+            var lead = n
+            while lead >= 10 { lead /= 10 }
+            return lead >= 2 && lead < 7 ? .string(placeholder) : nil
+        }
+        let digits = Array(String(Int64(n)).utf8)
+        switch classify(digits, plus: false, separators: [], runs: [digits.count]) {
+        case .card?: return .string("…" + String(decoding: digits.suffix(4), as: UTF8.self))
+        case .nationalID?: return .string(placeholder)
+        default: return nil
+        }
+    }
+
+    // MARK: E-mail
+
+    private static func isLocalPart(_ c: UInt8) -> Bool {
+        isAlphanumeric(c) || c == 0x2E || c == 0x5F || c == 0x25 || c == 0x2B || c == 0x2D   // . _ % + -
+    }
+    private static func isDomain(_ c: UInt8) -> Bool { isAlphanumeric(c) || c == 0x2D || c == 0x2E }
+
+    /// `local@domain.tld`, the `@` also percent-encoded (`%40`, in URLs).
+    private static func redactEmails(_ b: inout [UInt8]) -> Bool {
+        var changed = false
+        var i = 0
+        while i < b.count {
+            let atWidth: Int
+            if b[i] == 0x40 { atWidth = 1 }
+            else if b[i] == 0x25, i + 2 < b.count, b[i + 1] == 0x34, b[i + 2] == 0x30 { atWidth = 3 }   // %40
+            else { i += 1; continue }
+            var start = i
+            while start > 0, isLocalPart(b[start - 1]) { start -= 1 }
+            var end = i + atWidth
+            var lastDot = -1
+            while end < b.count, isDomain(b[end]) {
+                if b[end] == 0x2E { lastDot = end }
+                end += 1
+            }
+            // The domain ends at its last label; a sentence's full stop is not part of it.
+            while end > i + atWidth, b[end - 1] == 0x2E || b[end - 1] == 0x2D {
+                end -= 1
+                if lastDot >= end { lastDot = b[(i + atWidth)..<end].lastIndex(of: 0x2E) ?? -1 }
+            }
+            let tld = lastDot >= 0 ? b[(lastDot + 1)..<end] : []
+            guard start < i, lastDot > i + atWidth, tld.count >= 2, tld.allSatisfy(isLetter) else { i += atWidth; continue }
+            b.replaceSubrange(start..<end, with: placeholder.utf8)
+            i = start + placeholder.utf8.count
+            changed = true
+        }
+        return changed
+    }
+
+    // MARK: Digit groups
+
+    /// Digits, with single spaces or hyphens between runs of them ("4111 1111 1111 1111",
+    /// "+46 70 123 45 67", "811218-9876"), standing apart from letters and digits around them.
+    private static func redactDigitGroups(_ b: inout [UInt8]) -> Bool {
+        var changed = false
+        var i = 0
+        while i < b.count {
+            // A leading + (or %2B, in URLs) makes a phone number possible.
+            var plus = false
+            var digitsStart = i
+            if b[i] == 0x2B, i + 1 < b.count, isDigit(b[i + 1]) {
+                plus = true; digitsStart = i + 1
+            } else if b[i] == 0x25, i + 3 < b.count, b[i + 1] == 0x32, b[i + 2] | 0x20 == 0x62, isDigit(b[i + 3]) {   // %2B
+                plus = true; digitsStart = i + 3
+            } else if !isDigit(b[i]) {
+                i += 1; continue
+            }
+            if i > 0, isAlphanumeric(b[i - 1]) {
+                // Part of a word or an id: skip the whole run of digits.
+                i = digitsStart
+                while i < b.count, isDigit(b[i]) { i += 1 }
+                continue
+            }
+            if !plus, let end = finnishIDEnd(b, at: digitsStart) {
+                b.replaceSubrange(i..<end, with: placeholder.utf8)
+                i += placeholder.utf8.count
+                changed = true
+                continue
+            }
+            // Runs of digits and what separates them.
+            var runs: [Range<Int>] = []
+            var j = digitsStart
+            while true {
+                let runStart = j
+                while j < b.count, isDigit(b[j]) { j += 1 }
+                runs.append(runStart..<j)
+                guard j + 1 < b.count, b[j] == 0x20 || b[j] == 0x2D || b[j] == 0x2B, isDigit(b[j + 1]), runs.count < 8 else { break }
+                j += 1
+            }
+            let end = j
+            if end < b.count, isLetter(b[end]) { i = end; continue }
+            // The whole group first, then each run on its own.
+            var replacements: [(Range<Int>, [UInt8])] = []
+            if let found = classifyGroup(b, runs: runs, plus: plus) {
+                replacements.append(((plus ? i : digitsStart)..<end, replacement(found, runs.flatMap { b[$0] })))
+            } else if runs.count > 1 {
+                for (k, run) in runs.enumerated() {
+                    let digits = Array(b[run])
+                    if let found = classify(digits, plus: plus && k == 0, separators: [], runs: [digits.count]) {
+                        replacements.append(((plus && k == 0 ? i : run.lowerBound)..<run.upperBound, replacement(found, digits)))
+                    }
+                }
+            }
+            var shift = 0
+            for (range, text) in replacements {
+                b.replaceSubrange((range.lowerBound + shift)..<(range.upperBound + shift), with: text)
+                shift += text.count - range.count
+            }
+            changed = changed || !replacements.isEmpty
+            i = end + shift
+        }
+        return changed
+    }
+
+    private static func replacement(_ found: Finding, _ digits: [UInt8]) -> [UInt8] {
+        switch found {
+        case .card, .phone: return Array("…".utf8) + digits.suffix(4)
+        case .nationalID: return Array(placeholder.utf8)
+        }
+    }
+
+    private static func classifyGroup(_ b: [UInt8], runs: [Range<Int>], plus: Bool) -> Finding? {
+        let digits = runs.flatMap { b[$0] }
+        let separators = runs.dropLast().map { b[$0.upperBound] }
+        return classify(digits, plus: plus, separators: separators, runs: runs.map(\.count))
+    }
+
+    /// What a group of digits is, judged by its length, its separators and its check digits.
+    static func classify(_ d: [UInt8], plus: Bool, separators: [UInt8], runs: [Int]) -> Finding? {
+        if plus { return (8...15).contains(d.count) ? .phone : nil }
+        let hyphenated = separators == [0x2D] || separators == [0x2B]
+        if (13...19).contains(d.count), (0x32...0x36).contains(d[0]), luhn(d) { return .card }
+        switch d.count {
+        case 12 where separators.isEmpty || (runs == [8, 4] && hyphenated):
+            // Swedish personnummer with its century: 18, 19 or 20.
+            let century = value(d[0..<2])
+            if (18...20).contains(century), swedishDate(d[2..<8]), luhn(Array(d[2...])) { return .nationalID }
+        case 10 where separators.isEmpty || (runs == [6, 4] && hyphenated):
+            if swedishDate(d[0..<6]), luhn(d) { return .nationalID }
+            // Danish CPR: with its hyphen a date is enough; without it, the old modulus-11 check too.
+            if danishDate(d[0..<6]), hyphenated || danishCheck(d) { return .nationalID }
+        case 11 where separators.isEmpty || (runs == [6, 5] && hyphenated):
+            if norwegianCheck(d) { return .nationalID }
+        default:
+            break
+        }
+        return nil
+    }
+
+    // MARK: Checks
+
+    static func luhn(_ d: [UInt8]) -> Bool {
+        var sum = 0
+        for (k, c) in d.reversed().enumerated() {
+            var v = Int(c - 0x30)
+            if k % 2 == 1 { v *= 2; if v > 9 { v -= 9 } }
+            sum += v
+        }
+        return sum % 10 == 0
+    }
+
+    private static func value(_ d: ArraySlice<UInt8>) -> Int { d.reduce(0) { $0 * 10 + Int($1 - 0x30) } }
+
+    /// YYMMDD; a coordination number adds 60 to the day.
+    private static func swedishDate(_ d: ArraySlice<UInt8>) -> Bool {
+        let month = value(d.dropFirst(2).prefix(2)), day = value(d.suffix(2))
+        return (1...12).contains(month) && ((1...31).contains(day) || (61...91).contains(day))
+    }
+
+    /// DDMMYY.
+    private static func danishDate(_ d: ArraySlice<UInt8>) -> Bool {
+        let day = value(d.prefix(2)), month = value(d.dropFirst(2).prefix(2))
+        return (1...31).contains(day) && (1...12).contains(month)
+    }
+
+    private static func danishCheck(_ d: [UInt8]) -> Bool {
+        let weights = [4, 3, 2, 7, 6, 5, 4, 3, 2, 1]
+        return zip(d, weights).reduce(0) { $0 + Int($1.0 - 0x30) * $1.1 } % 11 == 0
+    }
+
+    /// DDMMYY, three digits, then two modulus-11 check digits; a D-number adds 40 to the day.
+    private static func norwegianCheck(_ d: [UInt8]) -> Bool {
+        let day = value(d[0..<2]), month = value(d[2..<4])
+        guard (1...31).contains(day) || (41...71).contains(day), (1...12).contains(month) else { return false }
+        let v = d.map { Int($0 - 0x30) }
+        func check(_ weights: [Int]) -> Int? {
+            let r = 11 - zip(v, weights).reduce(0) { $0 + $1.0 * $1.1 } % 11
+            return r == 11 ? 0 : r == 10 ? nil : r
+        }
+        guard let k1 = check([3, 7, 6, 1, 8, 9, 4, 5, 2]), k1 == v[9],
+              let k2 = check([5, 4, 3, 2, 7, 6, 5, 4, 3, 2]), k2 == v[10] else { return false }
+        return true
+    }
+
+    /// DDMMYY, a century sign, three digits and a check character, from `at`: the end, or nil.
+    private static func finnishIDEnd(_ b: [UInt8], at i: Int) -> Int? {
+        guard i + 11 <= b.count, b[i..<(i + 6)].allSatisfy(isDigit), "+-ABCDEFUVWXY".utf8.contains(b[i + 6]),
+              b[(i + 7)..<(i + 10)].allSatisfy(isDigit), i + 11 == b.count || !isAlphanumeric(b[i + 11]),
+              danishDate(b[i..<(i + 6)]) else { return nil }
+        let number = value(b[i..<(i + 6)]) * 1000 + value(b[(i + 7)..<(i + 10)])
+        let checks = Array("0123456789ABCDEFHJKLMNPRSTUVWXY".utf8)
+        return b[i + 10] == checks[number % 31] ? i + 11 : nil
+    }
+
+    // MARK: Bytes
+
+    static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+    static func isLetter(_ c: UInt8) -> Bool { (c | 0x20) >= 0x61 && (c | 0x20) <= 0x7A }
+    static func isAlphanumeric(_ c: UInt8) -> Bool { isDigit(c) || isLetter(c) }
+}
