@@ -33,6 +33,22 @@ public struct CircuitBreaker: Sendable, Equatable {
         }
     }
 
+    /// What a call said about the upstream.
+    public enum Outcome: Sendable { case success, failure, neutral }
+
+    /// Records a call's outcome; returns the new state when it changed. A neutral outcome
+    /// counts for nothing, but a half-open breaker whose trial ended so lets the next call try.
+    @discardableResult
+    public mutating func record(_ outcome: Outcome, now: Double) -> State? {
+        switch outcome {
+        case .success: return record(success: true, now: now)
+        case .failure: return record(success: false, now: now)
+        case .neutral:
+            if state == .halfOpen { state = .open(until: now) }
+            return nil
+        }
+    }
+
     /// Records a call's outcome; returns the new state when it changed.
     @discardableResult
     public mutating func record(success: Bool, now: Double) -> State? {

@@ -56,7 +56,7 @@ public final class Gateway: EdgeHandler {
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: { access[$0] ?? .open }),
         ])
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
-        metrics.prepare(upstreamHost: swedbankPay.upstreamHost)
+        metrics.prepare(upstreamOrigin: swedbankPay.upstreamOrigin)
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }
@@ -143,13 +143,18 @@ public final class Gateway: EdgeHandler {
     func readyz(_ context: RequestContext) async throws -> HTTPResponse {
         let storeOK = store.isHealthy()
         let upstreamOK = await swedbankPay.reachable()
+        // An open breaker fails this node's payments at once: a balancer should prefer another node.
+        let circuit = swedbankPay.upstreamCircuitState
+        let circuitOK = circuit != "open"
         var checks: [String: JSONValue] = ["store": .string(storeOK ? "ok" : (store.eventLog.lastWriteError ?? "unavailable")),
-                                           "upstream": .string(upstreamOK ? "ok" : "unreachable")]
-        if storeOK && upstreamOK {
+                                           "upstream": .string(upstreamOK ? "ok" : "unreachable"),
+                                           "upstreamCircuit": .string(circuit)]
+        if storeOK && upstreamOK && circuitOK {
             checks["status"] = "ready"
             return .json(.object(checks))
         }
-        var problem = Problem.serviceUnavailable("not ready: " + [storeOK ? nil : "store", upstreamOK ? nil : "upstream"].compactMap { $0 }.joined(separator: ", "))
+        var problem = Problem.serviceUnavailable("not ready: " + [storeOK ? nil : "store", upstreamOK ? nil : "upstream",
+                                                                 circuitOK ? nil : "upstream circuit breaker open"].compactMap { $0 }.joined(separator: ", "))
         problem.extensions["checks"] = .object(checks)
         throw problem
     }

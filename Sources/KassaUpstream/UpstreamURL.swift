@@ -11,12 +11,19 @@ public struct UpstreamURL: Sendable, Equatable {
     public var host: String
     /// Percent-encoded as given; "/" when the URL has none.
     public var path: String
+    /// The port connected to: the URL's, or its scheme's default.
+    public var port: Int
 
-    public init(scheme: String, host: String, path: String) {
+    public init(scheme: String, host: String, path: String, port: Int) {
         self.scheme = scheme
         self.host = host
         self.path = path
+        self.port = port
     }
+
+    /// `scheme://host:port`, the port always written: what an href must share with the
+    /// configured upstream, and what a circuit breaker is kept for.
+    public var origin: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 
     /// Nil when libcurl does not take it as an absolute URL with a host.
     public init?(_ url: String) {
@@ -29,11 +36,13 @@ public struct UpstreamURL: Sendable, Equatable {
         let bracketed = host.hasPrefix("[") && host.hasSuffix("]")
         self.host = (bracketed ? String(host.dropFirst().dropLast()) : host).lowercased()
         self.path = Self.part(handle, CURLUPART_PATH) ?? "/"
+        guard let port = Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)).flatMap({ Int($0) }) else { return nil }
+        self.port = port
     }
 
-    private static func part(_ handle: OpaquePointer, _ which: CURLUPart) -> String? {
+    private static func part(_ handle: OpaquePointer, _ which: CURLUPart, flags: UInt32 = 0) -> String? {
         var text: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(handle, which, &text, 0) == CURLUE_OK, let text else { return nil }
+        guard curl_url_get(handle, which, &text, flags) == CURLUE_OK, let text else { return nil }
         defer { curl_free(text) }
         return String(cString: text)
     }

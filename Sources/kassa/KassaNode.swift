@@ -54,7 +54,6 @@ final class KassaNode: Service, Sendable {
             self.simulator = simulator
             gatewayConfiguration.upstreamURL = simulator.baseURL
             gatewayConfiguration.upstreamToken = simulator.configuration.token
-            gatewayConfiguration.allowedUpstreamHosts.append("127.0.0.1")
         } else {
             simulator = nil
         }

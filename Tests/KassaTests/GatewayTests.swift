@@ -35,12 +35,16 @@ struct GatewayTests {
         await t.stop()
     }
 
-    @Test("operation links are followed only to the upstream's hosts, as libcurl reads them")
+    @Test("operation links are followed only to the upstream's origin (scheme, host and port), as libcurl reads them")
     func upstreamAllowList() async throws {
         let t = try TestNode()
         let gateway = t.node.gateway
-        #expect(gateway.swedbankPay.isAllowed("http://127.0.0.1:1/psp/paymentorders/1"))
-        #expect(gateway.swedbankPay.isAllowed("HTTP://127.0.0.1/x"))
+        let port = try #require(UpstreamURL(t.simulator.baseURL)?.port)
+        #expect(gateway.swedbankPay.isAllowed("http://127.0.0.1:\(port)/psp/paymentorders/1"))
+        #expect(gateway.swedbankPay.isAllowed("HTTP://127.0.0.1:\(port)/x"))
+        #expect(!gateway.swedbankPay.isAllowed("http://127.0.0.1:1/psp/paymentorders/1"), "another port on the same host")
+        #expect(!gateway.swedbankPay.isAllowed("http://127.0.0.1/x"), "the scheme's default port is another port")
+        #expect(!gateway.swedbankPay.isAllowed("https://127.0.0.1:\(port)/x"), "another scheme")
         #expect(!gateway.swedbankPay.isAllowed("http://127.0.0.1@evil.example/psp"))
         #expect(!gateway.swedbankPay.isAllowed("ftp://127.0.0.1/psp"))
         #expect(!gateway.swedbankPay.isAllowed("http://evil.example/?h=127.0.0.1"))

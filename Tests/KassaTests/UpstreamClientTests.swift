@@ -10,9 +10,12 @@ struct UpstreamClientTests {
     @Test("an upstream URL is read by libcurl's own parser: scheme, host, path; userinfo and brackets do not fool it")
     func upstreamURLParts() {
         let plain = UpstreamURL("HTTPS://Api.ExternalIntegration.PayEx.com/psp/paymentorders/abc?x=1")
-        #expect(plain == UpstreamURL(scheme: "https", host: "api.externalintegration.payex.com", path: "/psp/paymentorders/abc"))
+        #expect(plain == UpstreamURL(scheme: "https", host: "api.externalintegration.payex.com", path: "/psp/paymentorders/abc", port: 443))
+        #expect(plain?.origin == "https://api.externalintegration.payex.com:443")
         #expect(UpstreamURL("http://allowed.example@evil.example/x")?.host == "evil.example")
         #expect(UpstreamURL("http://[::1]:8080/a")?.host == "::1")
+        #expect(UpstreamURL("http://[::1]:8080/a")?.origin == "http://[::1]:8080")
+        #expect(UpstreamURL("http://x.example/a")?.port == 80 && UpstreamURL("https://x.example:8443/a")?.port == 8443)
         #expect(UpstreamURL("http://127.0.0.1:9")?.path == "/")
         #expect(UpstreamURL("/psp/paymentorders") == nil)
         #expect(UpstreamURL("not a url") == nil)

@@ -93,8 +93,8 @@ public final class KassaMetrics: Sendable {
     }
 
     /// Series with labels that must exist before anything happens (alerts and panels read them).
-    func prepare(upstreamHost: String) {
-        circuit(host: upstreamHost, open: false)
+    func prepare(upstreamOrigin: String) {
+        circuit(origin: upstreamOrigin, open: false)
         for operation in Self.operations.sorted() {
             counter("kassa_upstream_retries_total", [("operation", operation)]).increment(by: 0)
         }
@@ -156,8 +156,8 @@ public final class KassaMetrics: Sendable {
         counter("kassa_upstream_retries_total", [("operation", Self.boundedOperation(operation))]).increment()
     }
 
-    func circuit(host: String, open: Bool) {
-        gauge("kassa_upstream_circuit_open", [("host", host)]).record(open ? 1 : 0)
+    func circuit(origin: String, open: Bool) {
+        gauge("kassa_upstream_circuit_open", [("origin", origin)]).record(open ? 1 : 0)
     }
 
     func eventLogBatch(count: Int, seconds: Double) {

@@ -220,6 +220,14 @@ final class SessionService: SessionEnvironment {
         let terminal = [PaymentSessionMachine.Phase.completed, .canceled, .ended].map(\.rawValue)
         guard let records = try? store.unfinishedSessions(terminalPhases: terminal) else { return }
         for record in records where registry.session(record.id) == nil {
+            guard swedbankPay.isAllowed(storedHref(record)) else {
+                // Its URL is on no allowed upstream origin (the configuration changed, or it never
+                // was): calling it again after every restart would only fail, so the session ends here.
+                store.eventLog.update(.init(id: record.id, phase: PaymentSessionMachine.Phase.ended.rawValue, atMs: nowMs()))
+                self.record(LogEvent(atMs: nowMs(), sessionID: record.id, kind: "session.abandoned", level: .warning,
+                                     summary: "not picked up after restart: its upstream URL is on no allowed upstream origin"))
+                continue
+            }
             let actor = restore(record)
             registry.add(actor)
             self.record(LogEvent(atMs: nowMs(), sessionID: record.id, kind: "session.recovered",

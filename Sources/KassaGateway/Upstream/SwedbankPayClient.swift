@@ -7,7 +7,7 @@ import Synchronization
 
 /// Swedbank Pay as the gateway calls it: every exchange written to the event log as an
 /// `upstream.request` / `upstream.response` pair with redacted bodies, timed in metrics,
-/// guarded by a circuit breaker per host, and for sessions retried by the retry policy.
+/// guarded by a circuit breaker per origin, and for sessions retried by the retry policy.
 /// Only URLs on the allowed hosts are ever called.
 final class SwedbankPayClient: Sendable {
     /// Largest body excerpt kept in the event log.
@@ -36,11 +36,13 @@ final class SwedbankPayClient: Sendable {
     private let metrics: KassaMetrics
     private let clock: any WallClock
     private let logger: Logger
-    /// The configured upstream URL's host (parsed once, at start-up).
-    let upstreamHost: String
-    /// The hosts an upstream `href` may point at (lower-cased): the configured ones and the upstream URL's.
-    let allowedHosts: Set<String>
-    /// Circuit breakers by upstream host.
+    /// The configured upstream URL's origin, `scheme://host:port` (parsed once, at start-up).
+    let upstreamOrigin: String
+    /// The origins an upstream `href` may point at: the upstream URL's, its `ecom.` sibling's,
+    /// and each allowed host's, all with the upstream URL's scheme and port; an allowed entry
+    /// written as a URL is taken as its own origin. Another port on an allowed host is refused.
+    let allowedOrigins: Set<String>
+    /// Circuit breakers by upstream origin.
     private let breakers = Mutex<[String: CircuitBreaker]>([:])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, reachable: Bool)>((nil, false))
 
@@ -52,8 +54,22 @@ final class SwedbankPayClient: Sendable {
         self.eventLog = eventLog
         self.metrics = metrics
         self.logger = logger
-        upstreamHost = UpstreamURL(configuration.upstreamURL)?.host ?? ""
-        allowedHosts = Set(configuration.allowedUpstreamHosts.map { $0.lowercased() } + Self.hosts(servingSessionsFor: upstreamHost))
+        let upstream = UpstreamURL(configuration.upstreamURL)
+        upstreamOrigin = upstream?.origin ?? ""
+        allowedOrigins = Self.origins(upstream: upstream, allowed: configuration.allowedUpstreamHosts)
+    }
+
+    static func origins(upstream: UpstreamURL?, allowed: [String]) -> Set<String> {
+        var origins = Set<String>()
+        for entry in allowed where entry.contains("://") {
+            if let url = UpstreamURL(entry) { origins.insert(url.origin) }
+        }
+        guard let upstream else { return origins }
+        let hosts = Self.hosts(servingSessionsFor: upstream.host) + allowed.filter { !$0.contains("://") }.map { $0.lowercased() }
+        for host in hosts where !host.isEmpty {
+            origins.insert(UpstreamURL(scheme: upstream.scheme, host: host, path: "/", port: upstream.port).origin)
+        }
+        return origins
     }
 
     /// The API host and, for Swedbank Pay's `api.` hosts, their `ecom.` sibling, which serves the
@@ -70,10 +86,10 @@ final class SwedbankPayClient: Sendable {
         return base + path
     }
 
-    /// True when `href` names an allowed upstream host over http(s): no request goes elsewhere.
+    /// True when `href` is on an allowed upstream origin over http(s): no request goes elsewhere.
     func isAllowed(_ href: String) -> Bool {
         guard let url = UpstreamURL(href), url.scheme == "https" || url.scheme == "http" else { return false }
-        return allowedHosts.contains(url.host)
+        return allowedOrigins.contains(url.origin)
     }
 
     // MARK: One exchange
@@ -97,11 +113,11 @@ final class SwedbankPayClient: Sendable {
             data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                    "body": call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null]))
         let started = ContinuousClock.now
-        let host = url?.host ?? ""
+        let origin = url?.origin ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
-        if !circuitAllows(host) {
-            // Fail fast while the host keeps failing; nothing is sent, so a retry is safe.
-            result = .failure(.connectFailed("circuit breaker open for \(host)"))
+        if !circuitAllows(origin) {
+            // Fail fast while the origin keeps failing; nothing is sent, so a retry is safe.
+            result = .failure(.connectFailed("circuit breaker open for \(origin)"))
         } else {
             do {
                 result = .success(try await http.send(UpstreamRequest(
@@ -110,9 +126,7 @@ final class SwedbankPayClient: Sendable {
             } catch {
                 result = .failure(error)
             }
-            let success: Bool
-            if case .success(let r) = result { success = r.status < 500 } else { success = false }
-            circuitRecord(host, success: success, traceID: call.traceID, sessionID: call.sessionID)
+            circuitRecord(origin, Self.circuitOutcome(result), traceID: call.traceID, sessionID: call.sessionID)
         }
         let elapsed = started.duration(to: .now)
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
@@ -256,30 +270,50 @@ final class SwedbankPayClient: Sendable {
 
     // MARK: Circuit breaker
 
-    private func circuitAllows(_ host: String) -> Bool {
+    /// What an exchange says about its origin: an answer below 500 that it works; a 5xx, a
+    /// timeout or a broken connection that it fails; anything else (a URL libcurl refused, a
+    /// body too large, a cancelled caller) says nothing and is not counted.
+    static func circuitOutcome(_ result: Result<UpstreamResponse, UpstreamError>) -> CircuitBreaker.Outcome {
+        switch result {
+        case .success(let response): return response.status < 500 ? .success : .failure
+        case .failure(.timeout), .failure(.connectFailed), .failure(.connectionLost), .failure(.transport): return .failure
+        case .failure(.invalidRequest), .failure(.responseTooLarge), .failure(.cancelled): return .neutral
+        }
+    }
+
+    private func circuitAllows(_ origin: String) -> Bool {
         let now = Double(clock.nowMs()) / 1000
         return breakers.withLock { all -> Bool in
-            var breaker = all[host] ?? configuration.circuitBreaker
-            defer { all[host] = breaker }
+            var breaker = all[origin] ?? configuration.circuitBreaker
+            defer { all[origin] = breaker }
             return breaker.allow(now: now)
         }
     }
 
-    private func circuitRecord(_ host: String, success: Bool, traceID: String, sessionID: String?) {
+    /// The state of the configured upstream's breaker: `closed`, `open` or `half-open`.
+    var upstreamCircuitState: String {
+        switch breakers.withLock({ $0[upstreamOrigin]?.state }) ?? .closed {
+        case .closed: return "closed"
+        case .open: return "open"
+        case .halfOpen: return "half-open"
+        }
+    }
+
+    private func circuitRecord(_ origin: String, _ outcome: CircuitBreaker.Outcome, traceID: String, sessionID: String?) {
         let now = Double(clock.nowMs()) / 1000
         let change = breakers.withLock { all -> CircuitBreaker.State? in
-            var breaker = all[host] ?? configuration.circuitBreaker
-            defer { all[host] = breaker }
-            return breaker.record(success: success, now: now)
+            var breaker = all[origin] ?? configuration.circuitBreaker
+            defer { all[origin] = breaker }
+            return breaker.record(outcome, now: now)
         }
         guard let change else { return }
         let open = if case .open = change { true } else { false }
-        metrics.circuit(host: host, open: open)
+        metrics.circuit(origin: origin, open: open)
         if open || change == .closed {
             eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "upstream.circuit", level: open ? .error : .info,
-                                     summary: "circuit breaker for \(host) \(open ? "opened" : "closed")", traceID: traceID,
-                                     data: ["host": .string(host), "open": .bool(open)]))
-            if open { logger.error("upstream circuit breaker opened", metadata: ["host": "\(host)"]) }
+                                     summary: "circuit breaker for \(origin) \(open ? "opened" : "closed")", traceID: traceID,
+                                     data: ["origin": .string(origin), "open": .bool(open)]))
+            if open { logger.error("upstream circuit breaker opened", metadata: ["origin": "\(origin)"]) }
         }
     }
 
