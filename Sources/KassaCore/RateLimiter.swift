@@ -26,6 +26,13 @@ public struct RateLimiter: Sendable {
         return (1 - bucket.tokens) / ratePerSecond
     }
 
+    /// What `take` would answer, without taking.
+    public func wait(_ key: String, now: Double) -> Double? {
+        guard let bucket = buckets[key] else { return nil }
+        let tokens = min(burst, bucket.tokens + (now - bucket.at) * ratePerSecond)
+        return tokens >= 1 ? nil : (1 - tokens) / ratePerSecond
+    }
+
     /// Drops buckets that have refilled completely: they hold nothing a new one would not.
     mutating func sweep(now: Double) {
         lastSweep = now

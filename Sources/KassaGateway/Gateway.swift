@@ -25,6 +25,7 @@ public final class Gateway: EdgeHandler {
     let merchant: MerchantAPI
     let support: SupportAPI
     private let chain: MiddlewareChain
+    let throttle: Throttle
     let idempotencyInFlight = Mutex<Set<String>>([])
     /// Admin page connections following the event log, by connection, with their session filter.
     let adminStreams = Mutex<[UInt64: String?]>([:])
@@ -48,10 +49,12 @@ public final class Gateway: EdgeHandler {
         merchant = MerchantAPI(configuration: configuration, store: store, swedbankPay: swedbankPay, clock: clock, logger: logger)
         support = SupportAPI(store: store)
         let access = Gateway.access
+        let throttle = Throttle(configuration: configuration, metrics: metrics, clock: clock)
+        self.throttle = throttle
         chain = MiddlewareChain(links: [
             AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, logger: logger),
             ProblemRendering(metrics: metrics, logger: logger),
-            RateLimit(configuration: configuration, clock: clock),
+            throttle,
             Routing(router: router),
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: { access[$0] ?? .open }),
         ])
@@ -80,8 +83,15 @@ public final class Gateway: EdgeHandler {
 
     // MARK: WebSockets: session streams and the admin stream
 
+    /// Upgrades pass the same throttle as requests: their rate, and their failed authentications.
     public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
-        upgrade.path == Self.adminStreamPath ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
+        if let refused = throttle.refusal(address: upgrade.remoteAddress, apiKey: nil) { return .problem(for: refused) }
+        let answer = upgrade.path == Self.adminStreamPath ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
+        if let answer, answer.status == 401,
+           let blocked = throttle.failedAuthentication(address: upgrade.remoteAddress, credential: Throttle.credential(upgrade.path, upgrade.headers)) {
+            return .problem(for: blocked)
+        }
+        return answer
     }
 
     public func webSocketOpened(_ upgrade: WebSocketUpgrade) {

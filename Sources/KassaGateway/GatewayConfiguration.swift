@@ -37,6 +37,9 @@ public struct GatewayConfiguration: Sendable {
     /// Requests per second allowed from one client address (0: no limit), and per API key.
     public var rateLimitPerIP: Double = 0
     public var rateLimitPerKey: Double = 0
+    /// Failed authentications allowed per minute from one client address, and against one
+    /// credential (a session, the admin token, an API key); then 429 (0: no limit).
+    public var authFailuresPerMinute = 30
     /// Sessions one node holds at most (0: no limit); creating more is refused with 503.
     public var maxSessions = 0
     /// Seconds an ended session stays in memory once no stream follows it; after that it is

@@ -63,6 +63,8 @@ struct Serve: AsyncParsableCommand {
     var rateLimitIP: Int?
     @Option(name: .customLong("rate-limit-key"), help: "Requests per second with one API key; 0: none. (KASSA_RATE_LIMIT_KEY, default 0)")
     var rateLimitKey: Int?
+    @Option(name: .customLong("auth-failure-limit"), help: "Failed authentications per minute from one client address, and against one credential, before 429; 0: none. (KASSA_AUTH_FAILURE_LIMIT, default 30)")
+    var authFailureLimit: Int?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: with --tls-key, the port speaks https and wss only. (KASSA_TLS_CERT)")
     var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert. (KASSA_TLS_KEY)")
@@ -142,6 +144,8 @@ struct Serve: AsyncParsableCommand {
         gateway.clientTokenMaxAgeSeconds = try setting(clientTokenMaxAge, "KASSA_CLIENT_TOKEN_MAX_AGE", default: 86_400)
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
+        gateway.authFailuresPerMinute = try setting(authFailureLimit, "KASSA_AUTH_FAILURE_LIMIT", default: 30)
+        guard (0...100_000).contains(gateway.authFailuresPerMinute) else { throw ValidationError("--auth-failure-limit must be from 0 to 100000") }
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
         gateway.applePayMerchantID = setting(applePayMerchantID, "KASSA_APPLE_PAY_MERCHANT_ID", default: "").nonEmpty
         gateway.threeDSMethodTimeoutMs = try setting(threeDSMethodTimeoutMs, "KASSA_3DS_METHOD_TIMEOUT_MS", default: 10_000)

@@ -10,9 +10,19 @@ final class RawSocket: @unchecked Sendable {
     let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, receiveBuffer: Int32? = nil, timeoutSeconds: Int = 10) throws {
+    /// `source`: the local address to connect from (any of 127.0.0.0/8 on Linux), to be another client.
+    init(port: Int, receiveBuffer: Int32? = nil, timeoutSeconds: Int = 10, source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket() failed") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw TestFailure("bind to \(source) failed") }
+        }
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }

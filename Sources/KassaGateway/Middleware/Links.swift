@@ -59,33 +59,92 @@ struct ProblemRendering: Middleware {
     }
 }
 
-/// 429 with `Retry-After` when the client address or the API key is over its rate; probes are never limited.
-final class RateLimit: Middleware {
+/// Every door's limits, for HTTP requests and WebSocket upgrades alike (`Gateway.shouldAcceptWebSocket`):
+/// - the request rate per client address and per API key (opt-in: behind a proxy every client has its address);
+/// - failed authentication, on by default: each 401 takes a token from the caller's address and from the
+///   credential it tried (a session, the admin token, an API key's digest). An address out of tokens is refused
+///   before anything is checked; a credential out of tokens turns only wrong guesses into 429, so a stranger who
+///   knows a session's id cannot lock its client out.
+/// Probes are never limited. Answers 429 with `Retry-After`.
+final class Throttle: Middleware {
     let perAddress: Mutex<RateLimiter>?
     let perKey: Mutex<RateLimiter>?
+    let failuresPerAddress: Mutex<RateLimiter>?
+    let failuresPerCredential: Mutex<RateLimiter>?
+    let metrics: KassaMetrics
     let clock: any WallClock
 
-    init(configuration: GatewayConfiguration, clock: any WallClock) {
+    init(configuration: GatewayConfiguration, metrics: KassaMetrics, clock: any WallClock) {
         self.clock = clock
+        self.metrics = metrics
         perAddress = configuration.rateLimitPerIP > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerIP)) : nil
         perKey = configuration.rateLimitPerKey > 0 ? Mutex(RateLimiter(ratePerSecond: configuration.rateLimitPerKey)) : nil
+        let failures = Double(configuration.authFailuresPerMinute)
+        failuresPerAddress = failures > 0 ? Mutex(RateLimiter(ratePerSecond: failures / 60, burst: failures)) : nil
+        failuresPerCredential = failures > 0 ? Mutex(RateLimiter(ratePerSecond: failures / 60, burst: failures)) : nil
     }
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
         let request = exchange.request
         guard request.path != "/healthz", request.path != "/readyz", request.path != "/metrics" else { return try await next(exchange) }
-        let now = Double(clock.nowMs()) / 1000
-        var wait = perAddress?.withLock { $0.take(request.remoteAddress, now: now) }
-        if wait == nil, let key = request.headers[MerchantAPI.apiKeyHeader], !key.isEmpty {
-            // Keys are held as digests, so the limiter's memory holds no secret.
-            wait = perKey?.withLock { $0.take(Hashing.sha256Hex(key), now: now) }
+        if let refused = refusal(address: request.remoteAddress, apiKey: request.headers[MerchantAPI.apiKeyHeader]) {
+            exchange.routeName = "rate-limited"
+            throw refused
         }
-        guard let wait else { return try await next(exchange) }
-        exchange.routeName = "rate-limited"
+        do {
+            return try await next(exchange)
+        } catch {
+            guard ProblemError(answering: error).problem.status == 401,
+                  let blocked = failedAuthentication(address: request.remoteAddress, credential: Self.credential(request.path, request.headers))
+            else { throw error }
+            exchange.routeName = "rate-limited"
+            throw blocked
+        }
+    }
+
+    /// The 429 for a caller over its request rate, or whose address failed authentication too often.
+    func refusal(address: String, apiKey: String?) -> ProblemError? {
+        let now = Double(clock.nowMs()) / 1000
+        if let wait = failuresPerAddress?.withLock({ $0.wait(address, now: now) }) {
+            return tooMany(wait, "too many failed authentications from this address", reason: "auth-address")
+        }
+        if let wait = perAddress?.withLock({ $0.take(address, now: now) }) { return tooMany(wait, "slow down", reason: "address") }
+        if let apiKey, !apiKey.isEmpty, let wait = perKey?.withLock({ $0.take(Hashing.sha256Hex(apiKey), now: now) }) {
+            // Keys are held as digests, so the limiter's memory holds no secret.
+            return tooMany(wait, "slow down", reason: "key")
+        }
+        return nil
+    }
+
+    /// Records a refused credential; the 429 that replaces the 401 when its address or the
+    /// credential has no failure left.
+    func failedAuthentication(address: String, credential: String?) -> ProblemError? {
+        let now = Double(clock.nowMs()) / 1000
+        metrics.authenticationFailed()
+        let byAddress = failuresPerAddress?.withLock { $0.take(address, now: now) }
+        let byCredential = credential.flatMap { c in failuresPerCredential?.withLock { $0.take(c, now: now) } }
+        if let wait = byCredential { return tooMany(wait, "too many failed authentications for this credential", reason: "auth-credential") }
+        if let wait = byAddress { return tooMany(wait, "too many failed authentications from this address", reason: "auth-address") }
+        return nil
+    }
+
+    /// What a request tried to open: the session in its path, the admin token, or the API key it carries (as a digest).
+    static func credential(_ path: String, _ headers: HTTPHeaders) -> String? {
+        if path.hasPrefix("/v1/sessions/") {
+            let id = path.dropFirst("/v1/sessions/".count).prefix { $0 != "/" }
+            if !id.isEmpty { return "session:" + id }
+        }
+        if path.hasPrefix("/v1/admin") { return "admin" }
+        if let key = headers[MerchantAPI.apiKeyHeader], !key.isEmpty { return "key:" + Hashing.sha256Hex(key) }
+        return nil
+    }
+
+    private func tooMany(_ wait: Double, _ detail: String, reason: String) -> ProblemError {
+        metrics.rateLimited(reason: reason)
         let seconds = max(1, Int(wait.rounded(.up)))
-        throw ProblemError(.kassa("rate-limited", "Too Many Requests", 429, detail: "slow down: retry after \(seconds) s",
-                                  extensions: ["retryAfter": .number(Double(seconds))]),
-                           headers: [("retry-after", String(seconds))])
+        return ProblemError(.kassa("rate-limited", "Too Many Requests", 429, detail: "\(detail): retry after \(seconds) s",
+                                   extensions: ["retryAfter": .number(Double(seconds))]),
+                            headers: [("retry-after", String(seconds))])
     }
 }
 

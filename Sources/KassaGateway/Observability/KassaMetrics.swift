@@ -32,11 +32,13 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_upstream_requests_total", kind: .counter, help: "Calls to Swedbank Pay, by operation and status (error: no response).", labels: ["operation", "status"]),
         Metric(name: "kassa_upstream_request_duration_seconds", kind: .histogram(seconds: true), help: "Time of a call to Swedbank Pay, by operation.", labels: ["operation"]),
         Metric(name: "kassa_upstream_retries_total", kind: .counter, help: "Upstream calls retried, by operation.", labels: ["operation"]),
-        Metric(name: "kassa_upstream_circuit_open", kind: .gauge, help: "1 while the circuit breaker for the upstream host is open.", labels: ["host"]),
+        Metric(name: "kassa_upstream_circuit_open", kind: .gauge, help: "1 while the circuit breaker for an upstream origin is open.", labels: ["origin"]),
         Metric(name: "kassa_eventlog_batch_size", kind: .histogram(seconds: false), help: "Events per event-log transaction.", labels: []),
         Metric(name: "kassa_eventlog_write_seconds", kind: .histogram(seconds: true), help: "Time to commit one event-log transaction.", labels: []),
         Metric(name: "kassa_eventlog_queue_depth", kind: .gauge, help: "Events queued for the event log, not yet committed.", labels: []),
         Metric(name: "kassa_eventlog_write_errors_total", kind: .counter, help: "Event-log transactions that failed (kept and retried).", labels: []),
+        Metric(name: "kassa_auth_failures_total", kind: .counter, help: "Credentials refused (401), on every door.", labels: []),
+        Metric(name: "kassa_rate_limited_total", kind: .counter, help: "Requests and upgrades answered 429, by reason (address, key, auth-address, auth-credential).", labels: ["reason"]),
         Metric(name: "kassa_slow_consumer_closes_total", kind: .counter, help: "WebSockets closed because their outbound queue passed its bound.", labels: []),
         Metric(name: "kassa_problems_total", kind: .counter, help: "Problems answered or pushed, by type.", labels: ["type"]),
         Metric(name: "kassa_process_resident_memory_bytes", kind: .gauge, help: "Resident memory of the process.", labels: []),
@@ -97,6 +99,10 @@ public final class KassaMetrics: Sendable {
         circuit(origin: upstreamOrigin, open: false)
         for operation in Self.operations.sorted() {
             counter("kassa_upstream_retries_total", [("operation", operation)]).increment(by: 0)
+        }
+        counter("kassa_auth_failures_total").increment(by: 0)
+        for reason in ["address", "key", "auth-address", "auth-credential"] {
+            counter("kassa_rate_limited_total", [("reason", reason)]).increment(by: 0)
         }
     }
 
@@ -166,6 +172,12 @@ public final class KassaMetrics: Sendable {
     }
 
     func eventLogWriteError() { counter("kassa_eventlog_write_errors_total").increment() }
+
+    /// A credential refused (401), on any door.
+    func authenticationFailed() { counter("kassa_auth_failures_total").increment() }
+
+    /// A 429: `address`, `key` (request rate), `auth-address`, `auth-credential` (failed authentications).
+    func rateLimited(reason: String) { counter("kassa_rate_limited_total", [("reason", reason)]).increment() }
 
     /// Problem types are bounded: Kassa's own, the Merchant Backend's, and Swedbank Pay's; anything else is "other".
     func problem(type: String) {
