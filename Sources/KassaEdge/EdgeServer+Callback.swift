@@ -237,7 +237,24 @@ extension EdgeServer {
             return 0
         }
 
-        let contentLength = conn.headers["content-length"].flatMap { Int($0) } ?? 0
+        // Headers that must come once: two lengths, hosts or credentials are ambiguous (and
+        // the way requests are smuggled past a proxy that reads the other one).
+        for (token, name) in Self.singleHeaders where lws_hdr_fragment_length(wsi, token, 1) > 0 {
+            var response = HTTPResponse.problem(.badRequest("the \(name) header must appear once", parameter: name))
+            response.closeConnection = true
+            answerNow(conn, response)
+            return 0
+        }
+        var contentLength = 0
+        if let raw = conn.headers["content-length"] {
+            guard let length = Self.contentLength(raw) else {
+                var response = HTTPResponse.problem(.badRequest("Content-Length must be a whole number of bytes", parameter: "Content-Length"))
+                response.closeConnection = true
+                answerNow(conn, response)
+                return 0
+            }
+            contentLength = length
+        }
         let chunked = conn.headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
         if chunked {
             // Bodies must say their length, so the limit is checked before reading.
@@ -326,6 +343,10 @@ extension EdgeServer {
             refuse(wsi: wsi, user: user, .problem(.serviceUnavailable("the server is shutting down")))
             return 1
         }
+        for (token, name) in Self.singleHeaders where lws_hdr_fragment_length(wsi, token, 1) > 0 {
+            refuse(wsi: wsi, user: user, .problem(.badRequest("the \(name) header must appear once", parameter: name)))
+            return 1
+        }
         if configuration.maxWebSockets > 0, openWebSocketCount.load(ordering: .relaxed) >= configuration.maxWebSockets {
             refuse(wsi: wsi, user: user, .problem(.kassa("capacity", "Service Unavailable", 503,
                                                          detail: "this node holds its maximum of \(configuration.maxWebSockets) WebSockets"),
@@ -340,11 +361,19 @@ extension EdgeServer {
         return 0
     }
 
-    /// Answers a refused upgrade with a plain HTTP response before the connection is dropped.
+    /// Answers a refused upgrade with a whole HTTP/1.1 response (status line, length, problem
+    /// body) before the connection is dropped. Written as bytes: at this stage libwebsockets
+    /// would head it `HTTP/1.0`, the version it assumes before a request is routed.
     private func refuse(wsi: OpaquePointer, user: UnsafeMutableRawPointer, _ response: HTTPResponse) {
-        var response = response
-        response.closeConnection = true
-        _ = writeHTTP(wsi: wsi, response)
+        var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reasonPhrase(response.status))\r\n"
+        head += "content-type: \(response.contentType)\r\ncontent-length: \(response.body.count)\r\n"
+        for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+        head += "connection: close\r\n\r\n"
+        var bytes = [UInt8](repeating: 0, count: kassa_lws_pre)
+        bytes.append(contentsOf: head.utf8)
+        bytes.append(contentsOf: response.body)
+        let count = bytes.count - kassa_lws_pre
+        _ = bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, LWS_WRITE_HTTP) }
         forget(user)
     }
 
@@ -540,6 +569,17 @@ extension EdgeServer {
         ]
         for (token, method) in candidates where lws_hdr_total_length(wsi, token) > 0 { return method }
         return nil
+    }
+
+    static let singleHeaders: [(lws_token_indexes, String)] = [
+        (WSI_TOKEN_HTTP_CONTENT_LENGTH, "Content-Length"), (WSI_TOKEN_HOST, "Host"), (WSI_TOKEN_HTTP_AUTHORIZATION, "Authorization"),
+        (WSI_TOKEN_HTTP_TRANSFER_ENCODING, "Transfer-Encoding"),
+    ]
+
+    /// 1 to 18 ASCII digits (no sign, no list, no space): anything else is refused, not guessed at.
+    static func contentLength(_ raw: String) -> Int? {
+        guard !raw.isEmpty, raw.utf8.count <= 18, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(raw)
     }
 
     static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {

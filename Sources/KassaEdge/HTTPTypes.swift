@@ -135,6 +135,27 @@ public struct ProblemError: Error, Sendable {
 
 extension HTTPResponse {
     /// The answer for an error a handler threw (see `ProblemError(answering:)`).
+    /// The reason phrase of the statuses Kassa answers with.
+    public static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 101: "Switching Protocols"
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 409: "Conflict"
+        case 413: "Content Too Large"
+        case 415: "Unsupported Media Type"
+        case 426: "Upgrade Required"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: status < 400 ? "OK" : "Error"
+        }
+    }
+
     public static func problem(for error: any Error) -> HTTPResponse {
         let answer = ProblemError(answering: error)
         return .problem(answer.problem, headers: answer.headers)

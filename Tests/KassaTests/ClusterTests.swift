@@ -43,6 +43,11 @@ struct ClusterTests {
             if !up { try await Task.sleep(for: .milliseconds(50)) }
         }
         #expect(up, "HAProxy answers: \(haproxy.stderrText)")
+        // A path that reads one way at the proxy and another at the node is refused at the proxy.
+        for tricky in ["/v1/sessions/..%2F..%2Fv1/admin/events", "/v1/sessions/%2e%2e/admin", "/v1/sessions/x%5c..%5cadmin"] {
+            let refused = try await client.send(UpstreamRequest(url: front + tricky))
+            #expect(refused.status == 400 && refused.header("content-type") == "application/problem+json", "\(tricky): \(refused.status)")
+        }
 
         let c = SessionClient(base: front, port: ports[3])
         var sessions: [(SessionClient.Created, Stream)] = []

@@ -13,6 +13,7 @@ import Testing
 struct MerchantAPITests {
     let client = UpstreamClient()
     static let key = ("Your-Api-Key", "test-key")
+    static let json = ("Content-Type", "application/json")
     static let mobileSDK = "https://api.payex.com/psp/errordetail/mobilesdk/"
 
     static func paymentOrder(instrument: String? = nil, description: String = "Test purchase") -> JSONValue {
@@ -110,7 +111,7 @@ struct MerchantAPITests {
     func badPaymentOrders(_ body: String, _ field: String) async throws {
         let t = try TestNode()
         let r = try await client.send(UpstreamRequest(method: "POST", url: t.base + "/swedbank-pay-mobile/paymentorders",
-                                                      headers: [Self.key], body: Array(body.utf8)))
+                                                      headers: [Self.key, Self.json], body: Array(body.utf8)))
         #expect(r.status == 400)
         let problem = try JSONValue.parse(r.body)
         #expect(problem["type"]?.stringValue == Self.mobileSDK + "badrequest")
@@ -128,19 +129,19 @@ struct MerchantAPITests {
         #expect(doc["mobileSDK"]?["validInstruments"]?.arrayValue?.contains("Swish") == true)
 
         let patch = try await client.send(UpstreamRequest(
-            method: "PATCH", url: t.base + setInstrument, headers: [Self.key],
+            method: "PATCH", url: t.base + setInstrument, headers: [Self.key, Self.json],
             body: (["paymentorder": ["operation": "SetInstrument", "instrument": "Swish"]] as JSONValue).bytes))
         #expect(patch.status == 200)
         #expect(try JSONValue.parse(patch.body)["paymentorder"]?["instrument"]?.stringValue == "Swish")
 
         let wrongOperation = try await client.send(UpstreamRequest(
-            method: "PATCH", url: t.base + setInstrument, headers: [Self.key],
+            method: "PATCH", url: t.base + setInstrument, headers: [Self.key, Self.json],
             body: (["paymentorder": ["operation": "Abort", "instrument": "Swish"]] as JSONValue).bytes))
         #expect(wrongOperation.status == 400)
         #expect(problemType(wrongOperation) == Self.mobileSDK + "badrequest")
 
         let unknown = try await client.send(UpstreamRequest(
-            method: "PATCH", url: t.base + "/swedbank-pay-mobile/paymentorders/nope/setInstrument", headers: [Self.key],
+            method: "PATCH", url: t.base + "/swedbank-pay-mobile/paymentorders/nope/setInstrument", headers: [Self.key, Self.json],
             body: (["paymentorder": ["operation": "SetInstrument", "instrument": "Swish"]] as JSONValue).bytes))
         #expect(unknown.status == 404)
 

@@ -58,7 +58,8 @@ struct SupportTests {
         let t = try TestNode()
         let trace = "4bf92f3577b34da6a3ce929d0e0e4736"
         let r = try await client.send(UpstreamRequest(method: "POST", url: t.base + "/v1/sessions",
-                                                      headers: [("Your-Api-Key", "test-key"), ("traceparent", "00-\(trace)-00f067aa0ba902b7-01")],
+                                                      headers: [("Your-Api-Key", "test-key"), ("Content-Type", "application/json"),
+                                                                ("traceparent", "00-\(trace)-00f067aa0ba902b7-01")],
                                                       body: (["paymentOrder": SessionClient.order()] as JSONValue).bytes))
         let id = try #require(try JSONValue.parse(r.body)["id"]?.stringValue)
         #expect(try t.node.store.session(id: id)?.traceID == trace)

@@ -27,7 +27,7 @@ struct TLSTests {
         let plain = try? await client.send(UpstreamRequest(url: "http://127.0.0.1:\(t.node.port)/healthz", totalTimeoutMs: 2_000))
         #expect(plain?.status != 200)
 
-        let created = try await client.send(UpstreamRequest(method: "POST", url: https + "/v1/sessions", headers: [("Your-Api-Key", "test-key")],
+        let created = try await client.send(UpstreamRequest(method: "POST", url: https + "/v1/sessions", headers: [("Your-Api-Key", "test-key"), ("Content-Type", "application/json")],
                                                            body: (["paymentOrder": SessionClient.order()] as JSONValue).bytes, caCertificatePath: cert))
         #expect(created.status == 201)
         let doc = try JSONValue.parse(created.body)

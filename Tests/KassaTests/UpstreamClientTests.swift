@@ -66,7 +66,8 @@ struct UpstreamClientTests {
         }
         let elapsed = start.duration(to: clock.now)
         #expect(elapsed >= .milliseconds(350))
-        #expect(elapsed < .seconds(4), "well before anything else would end it (tests run in parallel on two cores)")
+        // Loose: a paused VM or two busy cores must not fail it; the point is that nothing else ends it.
+        #expect(elapsed < .seconds(8), "well before anything else would end it (tests run in parallel on two cores)")
         _ = hole
     }
 
@@ -93,7 +94,7 @@ struct UpstreamClientTests {
         task.cancel()
         let result = await task.result
         #expect(throws: UpstreamError.cancelled) { try result.get() }
-        #expect(start.duration(to: clock.now) < .seconds(5), "long before the 10 s deadline")
+        #expect(start.duration(to: clock.now) < .seconds(8), "before the 10 s deadline (loose: a paused VM must not fail it)")
         _ = hole
     }
 

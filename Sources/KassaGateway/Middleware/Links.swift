@@ -149,8 +149,19 @@ final class Throttle: Middleware {
 }
 
 /// Finds the route (404, or 405 with `Allow`, when there is none), so the links after it know it.
+/// A body must be JSON (`application/json`, `application/…+json`, or no type), else 415; only the issuer's
+/// 3-D Secure notification takes a form.
 struct Routing: Middleware {
     let router: Router<Gateway>
+    static let formRoutes: Set<String> = ["sessions.3ds-notification"]
+
+    /// A missing type is taken as JSON (clients built on the SDKs' samples leave it out); a named
+    /// other type is refused.
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return true }
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
+    }
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
         let request = exchange.request
@@ -158,6 +169,10 @@ struct Routing: Middleware {
         case .found(let route, let parameters):
             exchange.routeName = route.name
             exchange.match = (route, parameters)
+            if !request.body.isEmpty, !Self.formRoutes.contains(route.name), !Self.isJSON(request.headers["content-type"]) {
+                throw Problem.kassa("unsupported-media-type", "Unsupported Media Type", 415,
+                                    detail: "send the body as application/json, not \(request.headers["content-type"] ?? "")")
+            }
             return try await next(exchange)
         case .methodNotAllowed(let allowed):
             let list = allowed.map(\.rawValue).joined(separator: ", ")
