@@ -26,6 +26,15 @@ public struct EdgeConfiguration: Sendable {
     public var webSocketProtocol: String
     /// WebSockets open at once at most (0: no limit); more are refused with 503.
     public var maxWebSockets = 0
+    /// Connections open at once from one client address; more are closed as they arrive.
+    public var maxConnectionsPerAddress = 4_096
+    /// Connections from one client address that have not yet sent a whole request (or sit idle
+    /// between kept-alive requests); more are closed as they arrive.
+    public var maxHalfOpenPerAddress = 256
+    /// Half-open connections in all: past it, the one that has waited longest is closed.
+    public var maxHalfOpen = 1_024
+    /// Header tables: every half-open connection the cap allows, and 256 requests in flight.
+    public var headerPoolSize: Int { min(maxHalfOpen + 256, Int(UInt16.max)) }
     /// PEM certificate (chain) and private key: with both, the port speaks only TLS (https, wss).
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?

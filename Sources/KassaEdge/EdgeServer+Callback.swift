@@ -48,8 +48,13 @@ extension EdgeServer {
         var draining = false
         var httpInFlight = 0
         var lastHeartbeatMs: Int64 = 0
-        /// Connections whose request (head and body) is not complete yet, and since when they wait for it.
+        /// Connections whose request (head and body) is not complete yet, and since when they wait
+        /// for it: half-open ones, each holding (or waiting for) a header table.
         var unfinishedRequests: [OpaquePointer: Int64] = [:]
+        /// Each connection's client address, and the open and half-open connections per address.
+        var addresses: [OpaquePointer: String] = [:]
+        var openByAddress: [String: Int] = [:]
+        var halfOpenByAddress: [String: Int] = [:]
     }
 }
 
@@ -104,7 +109,7 @@ extension EdgeServer {
             if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
             if lws_http_transaction_completed(wsi) != 0 { return -1 }
             // Kept alive: the next request's head has the same deadline.
-            confined.unfinishedRequests[wsi] = Self.monotonicMs()
+            requestPending(wsi)
             return 0
 
         case LWS_CALLBACK_CLOSED_HTTP:
@@ -117,19 +122,23 @@ extension EdgeServer {
             if let conn = connection(user), conn.kind == .http { forget(user!) }
             return 0
 
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            // A new connection, before libwebsockets gives it anything: `input` is its descriptor.
+            return admits(descriptor: Int32(truncatingIfNeeded: Int(bitPattern: input))) ? 0 : 1
+
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-            confined.unfinishedRequests[wsi] = nil
+            requestDone(wsi)
             guard let user else { return 1 }
             return webSocketFilter(wsi: wsi, user: user)
 
         case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
             // The request (head and body) must be complete within the request timeout however
             // slowly it trickles in (libwebsockets re-arms its own timeout as bytes arrive: slowloris).
-            confined.unfinishedRequests[wsi] = Self.monotonicMs()
+            connectionOpened(wsi)
             return 0
 
         case LWS_CALLBACK_WSI_DESTROY:
-            confined.unfinishedRequests[wsi] = nil
+            connectionClosed(wsi)
             // The last word on a connection (its data is still there): nothing outlives it.
             if let conn = connection(user) {
                 // An established WebSocket (its upgrade consumed) that lws never reported closed is closed here.
@@ -281,7 +290,7 @@ extension EdgeServer {
     }
 
     private func dispatch(_ conn: EdgeConnection) {
-        confined.unfinishedRequests[conn.wsi] = nil
+        requestDone(conn.wsi)
         let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
                                   headers: conn.headers, body: conn.body, remoteAddress: Self.peer(conn.wsi))
         conn.body = []
@@ -296,7 +305,7 @@ extension EdgeServer {
 
     /// Answers on the service thread without a handler (limits, draining).
     private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) {
-        confined.unfinishedRequests[conn.wsi] = nil
+        requestDone(conn.wsi)
         conn.awaitingBody = false
         conn.pendingResponse = response
         lws_callback_on_writable(conn.wsi)
@@ -459,6 +468,75 @@ extension EdgeServer {
         return 0
     }
 
+    // MARK: Connection caps
+
+    /// Whether a new connection may stay: its address is under its caps on open and half-open
+    /// connections. Refused ones are closed before they hold anything.
+    private func admits(descriptor fd: Int32) -> Bool {
+        guard let address = Self.peerAddress(fd) else { return true }
+        let open = confined.openByAddress[address, default: 0], halfOpen = confined.halfOpenByAddress[address, default: 0]
+        guard open < configuration.maxConnectionsPerAddress, halfOpen < configuration.maxHalfOpenPerAddress else {
+            refusedConnectionCount.add(1, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    /// A connection libwebsockets accepted: counted for its address, and half-open until its
+    /// request is in. At the cap on half-open connections the one that has waited longest goes,
+    /// so the header tables (sized above that cap) are never all held by slow senders.
+    private func connectionOpened(_ wsi: OpaquePointer) {
+        let address = Self.peer(wsi)
+        confined.addresses[wsi] = address
+        confined.openByAddress[address, default: 0] += 1
+        if confined.unfinishedRequests.count >= configuration.maxHalfOpen,
+           let oldest = confined.unfinishedRequests.min(by: { $0.value < $1.value })?.key {
+            requestDone(oldest)
+            lws_set_timeout(oldest, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            evictedHalfOpenCount.add(1, ordering: .relaxed)
+        }
+        requestPending(wsi)
+    }
+
+    private func connectionClosed(_ wsi: OpaquePointer) {
+        requestDone(wsi)
+        guard let address = confined.addresses.removeValue(forKey: wsi) else { return }
+        let left = confined.openByAddress[address, default: 1] - 1
+        confined.openByAddress[address] = left > 0 ? left : nil
+    }
+
+    /// The connection waits for a request (head and body), from now.
+    private func requestPending(_ wsi: OpaquePointer) {
+        guard confined.unfinishedRequests.updateValue(Self.monotonicMs(), forKey: wsi) == nil,
+              let address = confined.addresses[wsi] else { return }
+        confined.halfOpenByAddress[address, default: 0] += 1
+    }
+
+    /// Its request is in (or it is gone).
+    private func requestDone(_ wsi: OpaquePointer) {
+        guard confined.unfinishedRequests.removeValue(forKey: wsi) != nil, let address = confined.addresses[wsi] else { return }
+        let left = confined.halfOpenByAddress[address, default: 1] - 1
+        confined.halfOpenByAddress[address] = left > 0 ? left : nil
+    }
+
+    /// The client address of an accepted descriptor, as `lws_get_peer_simple` writes it.
+    static func peerAddress(_ fd: Int32) -> String? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let got = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard got == 0, storage.ss_family == sa_family_t(AF_INET) else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        let text = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address -> UnsafePointer<CChar>? in
+                var inAddress = address.pointee.sin_addr
+                return inet_ntop(AF_INET, &inAddress, &buffer, socklen_t(buffer.count))
+            }
+        }
+        return text.map { String(cString: $0) }
+    }
+
     // MARK: Outbox
 
     static func monotonicMs() -> Int64 {
@@ -477,7 +555,7 @@ extension EdgeServer {
         confined.lastHeartbeatMs = now
         let requestDeadline = Int64(configuration.requestTimeoutSeconds) * 1000
         for (wsi, since) in confined.unfinishedRequests where now - since >= requestDeadline {
-            confined.unfinishedRequests[wsi] = nil
+            requestDone(wsi)
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
         for conn in confined.connections.values where conn.kind == .webSocket {

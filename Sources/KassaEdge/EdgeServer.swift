@@ -34,6 +34,11 @@ public final class EdgeServer: @unchecked Sendable {
 
     let loop = ServiceLoop<Command>()
     let openWebSocketCount = Atomic<Int>(0)
+    /// Connections closed at once for their address's caps, and half-open ones closed to make room.
+    let refusedConnectionCount = Atomic<Int>(0)
+    let evictedHalfOpenCount = Atomic<Int>(0)
+    public var refusedConnections: Int { refusedConnectionCount.load(ordering: .relaxed) }
+    public var evictedHalfOpenConnections: Int { evictedHalfOpenCount.load(ordering: .relaxed) }
     let trackedConnectionCount = Atomic<Int>(0)
     private let stopped = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
@@ -104,8 +109,9 @@ public final class EdgeServer: @unchecked Sendable {
         info.max_http_header_data = 8192
         info.count_threads = 1
         loop.configure(&info)
-        // Each request in flight holds a header table until it is answered.
-        info.max_http_header_pool = 1024
+        // Each half-open connection and each request in flight holds a header table until it is
+        // answered: room for every half-open one the cap allows, and requests in flight beside them.
+        info.max_http_header_pool = UInt16(clamping: configuration.headerPoolSize)
 
         if configuration.tlsCertificatePath != nil || configuration.tlsKeyPath != nil {
             guard let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath,

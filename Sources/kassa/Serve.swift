@@ -69,6 +69,12 @@ struct Serve: AsyncParsableCommand {
     var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert. (KASSA_TLS_KEY)")
     var tlsKey: String?
+    @Option(name: .customLong("max-connections-per-address"), help: "Connections open at once from one client address; more are closed on arrival. (KASSA_MAX_CONNECTIONS_PER_ADDRESS, default 4096)")
+    var maxConnectionsPerAddress: Int?
+    @Option(name: .customLong("max-half-open-per-address"), help: "Connections from one address without a whole request yet; more are closed on arrival. (KASSA_MAX_HALF_OPEN_PER_ADDRESS, default 256)")
+    var maxHalfOpenPerAddress: Int?
+    @Option(name: .customLong("max-half-open"), help: "Half-open connections in all; past it the longest-waiting one is closed. Sizes the header pool. (KASSA_MAX_HALF_OPEN, default 1024)")
+    var maxHalfOpen: Int?
     @Option(name: .customLong("max-websockets"), help: "WebSockets open at once at most; 0: no limit. (KASSA_MAX_WEBSOCKETS, default 0)")
     var maxWebSockets: Int?
     @Option(name: .customLong("max-sessions"), help: "Sessions one node holds at most; 0: no limit. (KASSA_MAX_SESSIONS, default 0)")
@@ -126,6 +132,13 @@ struct Serve: AsyncParsableCommand {
             requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
             shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
         edge.maxWebSockets = try setting(maxWebSockets, "KASSA_MAX_WEBSOCKETS", default: 0)
+        edge.maxConnectionsPerAddress = try setting(maxConnectionsPerAddress, "KASSA_MAX_CONNECTIONS_PER_ADDRESS", default: 4_096)
+        edge.maxHalfOpenPerAddress = try setting(maxHalfOpenPerAddress, "KASSA_MAX_HALF_OPEN_PER_ADDRESS", default: 256)
+        edge.maxHalfOpen = try setting(maxHalfOpen, "KASSA_MAX_HALF_OPEN", default: 1_024)
+        guard (1...1_000_000).contains(edge.maxConnectionsPerAddress), (1...65_000).contains(edge.maxHalfOpenPerAddress),
+              (16...65_000).contains(edge.maxHalfOpen) else {
+            throw ValidationError("--max-connections-per-address must be 1 to 1000000, --max-half-open-per-address 1 to 65000, --max-half-open 16 to 65000")
+        }
         edge.tlsCertificatePath = setting(tlsCert, "KASSA_TLS_CERT", default: "").nonEmpty
         edge.tlsKeyPath = setting(tlsKey, "KASSA_TLS_KEY", default: "").nonEmpty
         let gatewayBase = GatewayConfiguration(
