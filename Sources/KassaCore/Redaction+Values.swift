@@ -18,8 +18,15 @@ extension Redaction {
     public static func redactValues(_ s: String) -> String {
         var bytes = Array(s.utf8)
         guard bytes.contains(where: { isDigit($0) || $0 == 0x40 || $0 == 0x25 }) else { return s }   // digit @ %
-        var changed = redactEmails(&bytes)
-        changed = redactDigitGroups(&bytes) || changed
+        var changed = false
+        // Until nothing changes: a replacement can split a group of digits into ones that are
+        // numbers of their own (a second pass over the result must find nothing more).
+        for _ in 0..<4 {
+            var changedNow = redactEmails(&bytes)
+            changedNow = redactDigitGroups(&bytes) || changedNow
+            guard changedNow else { break }
+            changed = true
+        }
         return changed ? String(decoding: bytes, as: UTF8.self) : s
     }
 
@@ -87,6 +94,8 @@ extension Redaction {
     private static func redactDigitGroups(_ b: inout [UInt8]) -> Bool {
         var changed = false
         var i = 0
+        // Where the last replacement ended: a boundary, as its placeholder would be on a second pass.
+        var replacedUpTo = -1
         while i < b.count {
             // A leading + (or %2B, in URLs) makes a phone number possible.
             var plus = false
@@ -98,7 +107,12 @@ extension Redaction {
             } else if !isDigit(b[i]) {
                 i += 1; continue
             }
-            if i > 0, isAlphanumeric(b[i - 1]) {
+            if !plus, isKeptSuffix(b, at: i) {
+                // "…1234", what a cut number keeps: already redacted.
+                i += 4
+                continue
+            }
+            if i > 0, i != replacedUpTo, isAlphanumeric(b[i - 1]) {
                 // Part of a word or an id: skip the whole run of digits.
                 i = digitsStart
                 while i < b.count, isDigit(b[i]) { i += 1 }
@@ -107,6 +121,7 @@ extension Redaction {
             if !plus, let end = finnishIDEnd(b, at: digitsStart) {
                 b.replaceSubrange(i..<end, with: placeholder.utf8)
                 i += placeholder.utf8.count
+                replacedUpTo = i
                 changed = true
                 continue
             }
@@ -117,32 +132,34 @@ extension Redaction {
                 let runStart = j
                 while j < b.count, isDigit(b[j]) { j += 1 }
                 runs.append(runStart..<j)
-                guard j + 1 < b.count, b[j] == 0x20 || b[j] == 0x2D || b[j] == 0x2B, isDigit(b[j + 1]), runs.count < 8 else { break }
+                guard j + 1 < b.count, b[j] == 0x20 || b[j] == 0x2D, isDigit(b[j + 1]), runs.count < 8 else { break }
                 j += 1
             }
             let end = j
             if end < b.count, isLetter(b[end]) { i = end; continue }
-            // The whole group first, then each run on its own.
-            var replacements: [(Range<Int>, [UInt8])] = []
-            if let found = classifyGroup(b, runs: runs, plus: plus) {
-                replacements.append(((plus ? i : digitsStart)..<end, replacement(found, runs.flatMap { b[$0] })))
-            } else if runs.count > 1 {
-                for (k, run) in runs.enumerated() {
-                    let digits = Array(b[run])
-                    if let found = classify(digits, plus: plus && k == 0, separators: [], runs: [digits.count]) {
-                        replacements.append(((plus && k == 0 ? i : run.lowerBound)..<run.upperBound, replacement(found, digits)))
-                    }
-                }
+            // The whole group; else its first run alone, and the scan goes on after that run, so
+            // the rest is judged as a group of its own (as a second pass over the result would).
+            let (found, taken) = classifyGroup(b, runs: runs, plus: plus).map { ($0, runs) }
+                ?? (classifyGroup(b, runs: [runs[0]], plus: plus).map { ($0, [runs[0]]) } ?? (nil, [runs[0]]))
+            let upTo = taken.last!.upperBound
+            if let found {
+                let text = replacement(found, taken.flatMap { b[$0] })
+                b.replaceSubrange((plus ? i : digitsStart)..<upTo, with: text)
+                i = (plus ? i : digitsStart) + text.count
+                replacedUpTo = i
+                changed = true
+            } else {
+                i = taken.count == runs.count ? end : upTo
             }
-            var shift = 0
-            for (range, text) in replacements {
-                b.replaceSubrange((range.lowerBound + shift)..<(range.upperBound + shift), with: text)
-                shift += text.count - range.count
-            }
-            changed = changed || !replacements.isEmpty
-            i = end + shift
         }
         return changed
+    }
+
+    /// Exactly four digits right after "…", then no digit: the suffix a redacted number keeps.
+    private static func isKeptSuffix(_ b: [UInt8], at i: Int) -> Bool {
+        guard i >= 3, b[i - 3] == 0xE2, b[i - 2] == 0x80, b[i - 1] == 0xA6, i + 4 <= b.count,
+              b[i..<(i + 4)].allSatisfy(isDigit) else { return false }
+        return i + 4 == b.count || !isDigit(b[i + 4])
     }
 
     private static func replacement(_ found: Finding, _ digits: [UInt8]) -> [UInt8] {
@@ -161,7 +178,7 @@ extension Redaction {
     /// What a group of digits is, judged by its length, its separators and its check digits.
     static func classify(_ d: [UInt8], plus: Bool, separators: [UInt8], runs: [Int]) -> Finding? {
         if plus { return (8...15).contains(d.count) ? .phone : nil }
-        let hyphenated = separators == [0x2D] || separators == [0x2B]
+        let hyphenated = separators == [0x2D]
         if (13...19).contains(d.count), (0x32...0x36).contains(d[0]), luhn(d) { return .card }
         switch d.count {
         case 12 where separators.isEmpty || (runs == [8, 4] && hyphenated):

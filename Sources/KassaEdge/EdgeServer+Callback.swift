@@ -655,7 +655,7 @@ extension EdgeServer {
     ]
 
     /// 1 to 18 ASCII digits (no sign, no list, no space): anything else is refused, not guessed at.
-    static func contentLength(_ raw: String) -> Int? {
+    public static func contentLength(_ raw: String) -> Int? {
         guard !raw.isEmpty, raw.utf8.count <= 18, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int(raw)
     }

@@ -7,7 +7,7 @@ import KassaLoad
 /// bench/fuzz.sh (`-sanitize=fuzzer`, KASSA_FUZZ defined); KASSA_FUZZ_TARGET picks the
 /// target. Each checks a property, so a wrong answer fails like a crash does.
 enum FuzzTarget: String, CaseIterable {
-    case json, jsoninput, timestamp, redaction, sessiontoken, paymentoutput, instrument, path, scenario
+    case json, jsoninput, timestamp, redaction, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice
 
     static let selected: FuzzTarget = {
         let name = getenv("KASSA_FUZZ_TARGET").map { String(cString: $0) } ?? ""
@@ -33,7 +33,25 @@ enum FuzzTarget: String, CaseIterable {
             if let ms = Timestamp.parseISO8601(text), (0...253_402_300_799_999).contains(ms) {
                 guard Timestamp.parseISO8601(Timestamp.iso8601(ms: ms)) == ms else { fatalError("timestamp round trip differs for \(text)") }
             }
+        case .numbers:
+            // Every whole number a client writes as text: in range when read, and read back the same.
+            for range: ClosedRange<Int64> in [0...1_000_000_000_000, 1...1_000, 0...Int64.max, 0...ClientNumber.maxTimeMs] {
+                if let value = ClientNumber.whole(text, in: range) {
+                    guard range.contains(value), ClientNumber.whole(String(value), in: range) == value else { fatalError("\(text) read as \(value)") }
+                }
+            }
+            if let ms = ClientNumber.timeMs(text), !(0...ClientNumber.maxTimeMs).contains(ms) { fatalError("time \(text) out of range") }
+            if let length = EdgeServer.contentLength(text), length < 0 || String(length).utf8.count > 18 { fatalError("length \(text)") }
+        case .clientdevice:
+            // A device from a client: every number it keeps is inside its documented range.
+            if let value = try? JSONValue.parse(bytes), let device = try? ClientDevice.parse(value).get() {
+                if let offset = device.timeZoneOffset, !(-840...840).contains(offset) { fatalError("time zone offset \(offset)") }
+                _ = device.json.bytes
+            }
         case .redaction:
+            // Values found by their shape: a second pass changes nothing.
+            let values = Redaction.redactText(text)
+            guard Redaction.redactText(values) == values else { fatalError("value redaction is not stable: \(values)") }
             let tokens = Redaction.redactTokens(text)
             var run = 0
             for c in tokens.utf8 {

@@ -82,6 +82,20 @@ struct CoreSafetyTests {
         #expect(flags["tokenTtl"]?.stringValue == Redaction.placeholder)
     }
 
+    @Test("client numbers: digits only, at most 19, inside their range; Int64's limits and one past them")
+    func clientNumbers() {
+        #expect(ClientNumber.whole("9223372036854775807", in: 0...Int64.max) == Int64.max)
+        #expect(ClientNumber.whole("9223372036854775808", in: 0...Int64.max) == nil)
+        #expect(ClientNumber.whole("-9223372036854775808", in: Int64.min...Int64.max) == nil, "no sign")
+        #expect(ClientNumber.whole("+1", in: 0...10) == nil && ClientNumber.whole(" 1", in: 0...10) == nil && ClientNumber.whole("", in: 0...10) == nil)
+        #expect(ClientNumber.whole("00000000000000000001", in: 0...10) == nil, "20 digits")
+        #expect(ClientNumber.whole("1000", in: 1...1_000) == 1_000 && ClientNumber.whole("1001", in: 1...1_000) == nil)
+        #expect(ClientNumber.whole("١٢", in: 0...100) == nil, "ASCII digits only")
+        #expect(ClientNumber.timeMs("253402300799999") == ClientNumber.maxTimeMs && ClientNumber.timeMs("253402300800000") == nil)
+        #expect(ClientNumber.timeMs("2026-11-22T10:00:00Z") == 1_795_341_600_000)
+        #expect(ClientNumber.timeMs("9999-12-31T23:59:59.999Z") == ClientNumber.maxTimeMs)
+    }
+
     @Test("personal data is found by its value: cards by Luhn, international phones, e-mails, Nordic national ids; in text, URLs, arrays and numbers")
     func redactionByValue() {
         let cases: [(String, String)] = [

@@ -17,8 +17,7 @@ extension SessionService {
     static let maxSince: Int64 = 1_000_000_000_000
 
     static func since(_ text: String) -> Int64? {
-        guard text.utf8.count <= 20, let value = Int64(text), (0...maxSince).contains(value) else { return nil }
-        return value
+        ClientNumber.whole(text, in: 0...maxSince)
     }
 
     func shouldAcceptStream(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {

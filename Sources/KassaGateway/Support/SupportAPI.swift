@@ -109,7 +109,9 @@ public enum SupportQuery {
                 guard TraceContext.isTraceID(value) else { throw Invalid(parameter: "trace", reason: "must be a 32-digit trace id") }
                 q.traceID = value
             case "cursor":
-                guard let id = Int64(value), id >= 0 else { throw Invalid(parameter: "cursor", reason: "must be a cursor from a previous page") }
+                guard let id = ClientNumber.whole(value, in: 0...Int64.max) else {
+                    throw Invalid(parameter: "cursor", reason: "must be a cursor from a previous page")
+                }
                 q.afterID = id
             case "limit": q.limit = try limit(value, maximum: 1_000)
             case "token": break
@@ -150,7 +152,8 @@ public enum SupportQuery {
             case "to": q.toMs = try time(value, "to")
             case "cursor":
                 let parts = value.split(separator: ".")
-                guard parts.count == 2, let ms = Int64(parts[0]), PaymentURLHelper.isSafeID(String(parts[1])) else {
+                guard parts.count == 2, let ms = ClientNumber.whole(parts[0], in: 0...ClientNumber.maxTimeMs),
+                      PaymentURLHelper.isSafeID(String(parts[1])) else {
                     throw Invalid(parameter: "cursor", reason: "must be a cursor from a previous page")
                 }
                 q.before = (ms, String(parts[1]))
@@ -169,21 +172,25 @@ public enum SupportQuery {
     }
 
     static func limit(_ value: String, maximum: Int) throws(Invalid) -> Int {
-        guard let n = Int(value), (1...maximum).contains(n) else { throw Invalid(parameter: "limit", reason: "must be a whole number from 1 to \(maximum)") }
-        return n
+        guard let n = ClientNumber.whole(value, in: 1...Int64(maximum)) else {
+            throw Invalid(parameter: "limit", reason: "must be a whole number from 1 to \(maximum)")
+        }
+        return Int(n)
     }
 
     static func checkRange(_ from: Int64?, _ to: Int64?) throws(Invalid) {
         if let from, let to, to <= from { throw Invalid(parameter: "to", reason: "must be after from") }
     }
 
-    /// Milliseconds since 1970 from an ISO 8601 time or a number of milliseconds.
+    /// Milliseconds since 1970 from an ISO 8601 time (an offset too) or a number of
+    /// milliseconds, from 1970 to the end of year 9999.
     public static func time(_ value: String, _ parameter: String) throws(Invalid) -> Int64 {
-        if let ms = Int64(value), ms >= 0 { return ms }
-        if let date = try? Date(value, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) {
-            return Int64(date.timeIntervalSince1970 * 1000)
+        if let ms = ClientNumber.timeMs(value) { return ms }
+        for style in [Date.ISO8601FormatStyle(includingFractionalSeconds: true), Date.ISO8601FormatStyle()] {
+            guard let date = try? Date(value, strategy: style) else { continue }
+            let ms = (date.timeIntervalSince1970 * 1000).rounded(.down)
+            if ms >= 0, ms <= Double(ClientNumber.maxTimeMs) { return Int64(ms) }
         }
-        if let date = try? Date(value, strategy: Date.ISO8601FormatStyle()) { return Int64(date.timeIntervalSince1970 * 1000) }
-        throw Invalid(parameter: parameter, reason: "must be an ISO 8601 time (2026-11-22T10:00:00Z) or milliseconds since 1970")
+        throw Invalid(parameter: parameter, reason: "must be an ISO 8601 time (2026-11-22T10:00:00Z) or milliseconds since 1970, up to year 9999")
     }
 }
