@@ -143,7 +143,9 @@ public final class Gateway: EdgeHandler {
 
     func metricsPage(_ context: RequestContext) -> HTTPResponse {
         HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                     body: Array(metrics.scrape(eventLogQueue: store.eventLog.pendingCount, sqliteMemory: Store.sqliteMemoryBytes).utf8))
+                     body: Array(metrics.scrape(eventLogQueue: store.eventLog.pendingCount, sqliteMemory: Store.sqliteMemoryBytes,
+                                                refusedConnections: edge?.refusedConnections ?? 0,
+                                                evictedHalfOpen: edge?.evictedHalfOpenConnections ?? 0).utf8))
     }
 
     func healthz(_ context: RequestContext) -> HTTPResponse {

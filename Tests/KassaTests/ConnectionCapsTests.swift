@@ -57,6 +57,10 @@ struct ConnectionCapsTests {
         let closedAtOnce = try await onThread { refused.map { socket in socket.readToEnd().isEmpty } }
         #expect(closedAtOnce == [true, true, true, true])
         #expect(t.node.edge.refusedConnections >= 4)
+        let scrape = try await client.send(UpstreamRequest(url: t.base + "/metrics")).text
+        let refusedCount = scrape.split(separator: "\n").first { $0.hasPrefix("kassa_connections_refused_total ") }
+            .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        #expect(refusedCount >= 4, "the dashboard's counter follows the edge's count")
         let other = try await onThread { [port = t.node.port] in
             let socket = try RawSocket(port: port, source: "127.0.5.2")
             try socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -39,6 +39,8 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_eventlog_write_errors_total", kind: .counter, help: "Event-log transactions that failed (kept and retried).", labels: []),
         Metric(name: "kassa_auth_failures_total", kind: .counter, help: "Credentials refused (401), on every door.", labels: []),
         Metric(name: "kassa_rate_limited_total", kind: .counter, help: "Requests and upgrades answered 429, by reason (address, key, auth-address, auth-credential).", labels: ["reason"]),
+        Metric(name: "kassa_connections_refused_total", kind: .counter, help: "Connections closed on arrival by the per-address caps.", labels: []),
+        Metric(name: "kassa_half_open_evicted_total", kind: .counter, help: "Half-open connections closed to make room at the half-open cap.", labels: []),
         Metric(name: "kassa_slow_consumer_closes_total", kind: .counter, help: "WebSockets closed because their outbound queue passed its bound.", labels: []),
         Metric(name: "kassa_problems_total", kind: .counter, help: "Problems answered or pushed, by type.", labels: ["type"]),
         Metric(name: "kassa_process_resident_memory_bytes", kind: .gauge, help: "Resident memory of the process.", labels: []),
@@ -195,7 +197,16 @@ public final class KassaMetrics: Sendable {
     // MARK: Scrape
 
     /// The Prometheus text exposition, with the process figures read now.
-    func scrape(eventLogQueue: Int, sqliteMemory: Int64) -> String {
+    /// The edge's own counts, last seen by a scrape: counters advance by what changed since.
+    private let edgeCountsSeen = Mutex<(refused: Int, evicted: Int)>((0, 0))
+
+    func scrape(eventLogQueue: Int, sqliteMemory: Int64, refusedConnections: Int = 0, evictedHalfOpen: Int = 0) -> String {
+        let (refused, evicted) = edgeCountsSeen.withLock { seen in
+            defer { seen = (max(seen.refused, refusedConnections), max(seen.evicted, evictedHalfOpen)) }
+            return (max(0, refusedConnections - seen.refused), max(0, evictedHalfOpen - seen.evicted))
+        }
+        counter("kassa_connections_refused_total").increment(by: Int64(refused))
+        counter("kassa_half_open_evicted_total").increment(by: Int64(evicted))
         gauge("kassa_eventlog_queue_depth").record(eventLogQueue)
         gauge("kassa_sqlite_memory_bytes").record(sqliteMemory)
         gauge("kassa_process_resident_memory_bytes").record(Self.residentBytes())
