@@ -248,8 +248,8 @@ extension EdgeServer {
 
         // Headers that must come once: two lengths, hosts or credentials are ambiguous (and
         // the way requests are smuggled past a proxy that reads the other one).
-        for (token, name) in Self.singleHeaders where lws_hdr_fragment_length(wsi, token, 1) > 0 {
-            var response = HTTPResponse.problem(.badRequest("the \(name) header must appear once", parameter: name))
+        if let repeated = Self.repeatedSingleHeader(wsi) {
+            var response = HTTPResponse.problem(repeated)
             response.closeConnection = true
             answerNow(conn, response)
             return 0
@@ -352,8 +352,8 @@ extension EdgeServer {
             refuse(wsi: wsi, user: user, .problem(.serviceUnavailable("the server is shutting down")))
             return 1
         }
-        for (token, name) in Self.singleHeaders where lws_hdr_fragment_length(wsi, token, 1) > 0 {
-            refuse(wsi: wsi, user: user, .problem(.badRequest("the \(name) header must appear once", parameter: name)))
+        if let repeated = Self.repeatedSingleHeader(wsi) {
+            refuse(wsi: wsi, user: user, .problem(repeated))
             return 1
         }
         if configuration.maxWebSockets > 0, openWebSocketCount.load(ordering: .relaxed) >= configuration.maxWebSockets {
@@ -653,6 +653,12 @@ extension EdgeServer {
         (WSI_TOKEN_HTTP_CONTENT_LENGTH, "Content-Length"), (WSI_TOKEN_HOST, "Host"), (WSI_TOKEN_HTTP_AUTHORIZATION, "Authorization"),
         (WSI_TOKEN_HTTP_TRANSFER_ENCODING, "Transfer-Encoding"),
     ]
+
+    /// The 400 for a request that carries one of `singleHeaders` twice, or nil.
+    static func repeatedSingleHeader(_ wsi: OpaquePointer) -> Problem? {
+        guard let name = singleHeaders.first(where: { lws_hdr_fragment_length(wsi, $0.0, 1) > 0 })?.1 else { return nil }
+        return .badRequest("the \(name) header must appear once", parameter: name)
+    }
 
     /// 1 to 18 ASCII digits (no sign, no list, no space): anything else is refused, not guessed at.
     public static func contentLength(_ raw: String) -> Int? {

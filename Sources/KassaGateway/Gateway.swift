@@ -87,8 +87,7 @@ public final class Gateway: EdgeHandler {
     public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
         if let refused = throttle.refusal(address: upgrade.remoteAddress, apiKey: nil) { return .problem(for: refused) }
         let answer = upgrade.path == Self.adminStreamPath ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
-        if let answer, answer.status == 401,
-           let blocked = throttle.failedAuthentication(address: upgrade.remoteAddress, credential: Throttle.credential(upgrade.path, upgrade.headers)) {
+        if let answer, let blocked = throttle.afterAnswer(answer.status, address: upgrade.remoteAddress, path: upgrade.path, headers: upgrade.headers) {
             return .problem(for: blocked)
         }
         return answer

@@ -94,12 +94,18 @@ final class Throttle: Middleware {
         do {
             return try await next(exchange)
         } catch {
-            guard ProblemError(answering: error).problem.status == 401,
-                  let blocked = failedAuthentication(address: request.remoteAddress, credential: Self.credential(request.path, request.headers))
-            else { throw error }
+            guard let blocked = afterAnswer(ProblemError(answering: error).problem.status, address: request.remoteAddress,
+                                            path: request.path, headers: request.headers) else { throw error }
             exchange.routeName = "rate-limited"
             throw blocked
         }
+    }
+
+    /// After an answer: a 401 is a failed authentication, recorded; the 429 to send instead when
+    /// the address or the credential has no failure left.
+    func afterAnswer(_ status: Int, address: String, path: String, headers: HTTPHeaders) -> ProblemError? {
+        guard status == 401 else { return nil }
+        return failedAuthentication(address: address, credential: Self.credential(path, headers))
     }
 
     /// The 429 for a caller over its request rate, or whose address failed authentication too often.
@@ -118,7 +124,7 @@ final class Throttle: Middleware {
 
     /// Records a refused credential; the 429 that replaces the 401 when its address or the
     /// credential has no failure left.
-    func failedAuthentication(address: String, credential: String?) -> ProblemError? {
+    private func failedAuthentication(address: String, credential: String?) -> ProblemError? {
         let now = Double(clock.nowMs()) / 1000
         metrics.authenticationFailed()
         let byAddress = failuresPerAddress?.withLock { $0.take(address, now: now) }

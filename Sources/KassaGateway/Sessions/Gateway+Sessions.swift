@@ -204,8 +204,7 @@ extension Gateway {
 
     /// A JSON answer's body as an idempotency key keeps it.
     static func redactedBody(_ response: HTTPResponse) -> [UInt8] {
-        guard response.contentType.hasPrefix("application/") && response.contentType.contains("json"),
-              let body = try? JSONValue.parse(response.body) else { return [] }
+        guard Routing.isJSON(response.contentType), let body = try? JSONValue.parse(response.body) else { return [] }
         return Redaction.redact(body).bytes
     }
 

@@ -68,7 +68,7 @@ final class SessionService: SessionEnvironment {
     func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, device: ClientDevice?,
                 publicBase: String?, traceID: String) async throws -> (SessionActor, String) {
         let now = nowMs()
-        let token = SessionToken.issue(sessionID: id, href: href, expiresAt: (now + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds),
+        let token = SessionToken.issue(sessionID: id, href: href, expiresAt: tokenExpiry(createdAtMs: now),
                                        device: device, publicBase: publicBase, keys: tokenKeys)
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: sealed(href: href, id: id),
                                          payeeReference: payeeReference,
@@ -86,7 +86,7 @@ final class SessionService: SessionEnvironment {
                                "paymentOrder": paymentOrderID.map { .string($0) } ?? .null,
                                "platform": .string(machine.device.platform.rawValue),
                                "clientDevice": .bool(device != nil),
-                               "viewPaymentSession": .string(Redaction.redactURLQuery(href))]))
+                               "viewPaymentSession": .string(href)]))
         return (actor, token)
     }
 
@@ -167,14 +167,18 @@ final class SessionService: SessionEnvironment {
         return tokenKeys.open(record.viewHref, purpose: Self.hrefPurpose + record.id).map { String(decoding: $0, as: UTF8.self) } ?? ""
     }
 
+    /// When the client token of a session created at `createdAtMs` expires, in seconds since 1970.
+    func tokenExpiry(createdAtMs: Int64) -> Int64 {
+        (createdAtMs + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds)
+    }
+
     /// A new client token for a stored session, with the expiry its first one had: what an
     /// idempotent replay of its creation answers (the first token is never stored).
     func reissuedToken(sessionID id: String) -> String? {
         guard let record = try? store.session(id: id) else { return nil }
         let href = storedHref(record)
         guard !href.isEmpty else { return nil }
-        let expiresAt = (record.createdAtMs + 999) / 1000 + Int64(configuration.clientTokenMaxAgeSeconds)
-        return SessionToken.issue(sessionID: id, href: href, expiresAt: expiresAt, device: record.clientDeviceSealed == nil ? nil : storedDevice(record),
+        return SessionToken.issue(sessionID: id, href: href, expiresAt: tokenExpiry(createdAtMs: record.createdAtMs), device: record.clientDeviceSealed == nil ? nil : storedDevice(record),
                                   publicBase: record.publicBaseURL, keys: tokenKeys)
     }
 

@@ -97,7 +97,8 @@ final class SwedbankPayClient: Sendable {
     /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON).
     func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) {
         let url = UpstreamURL(call.url)
-        let path = Redaction.redactTokens(url?.path ?? call.url)
+        // The event log redacts what it is given (tokens in this path included).
+        let path = url?.path ?? call.url
         let mediaType = call.version?.mediaType ?? "application/json"
         var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", mediaType)]
         if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
@@ -148,9 +149,9 @@ final class SwedbankPayClient: Sendable {
         case .failure(let error):
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
-                summary: "\(call.method) \(path) failed: \(Redaction.redactTokens(error.description))", durationMs: ms, traceID: call.traceID,
+                summary: "\(call.method) \(path) failed: \(error.description)", durationMs: ms, traceID: call.traceID,
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
-                       "error": .string(Redaction.redactTokens(error.description))]))
+                       "error": .string(error.description)]))
         }
         return (result, document)
     }
@@ -238,15 +239,15 @@ final class SwedbankPayClient: Sendable {
                   let delay = retryPolicy.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
             else {
                 eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
-                                         summary: Redaction.redactTokens("\(call.rel) failed after \(retry) retries: \(reason)"), traceID: traceID,
+                                         summary: "\(call.rel) failed after \(retry) retries: \(reason)", traceID: traceID,
                                          data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
-                                                "reason": .string(Redaction.redactTokens(reason))]))
+                                                "reason": .string(reason)]))
                 return .failed(reason)
             }
             retry += 1
             metrics.upstreamRetry(operation: call.rel)
             eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
-                                     summary: Redaction.redactTokens("retry \(retry) of \(call.rel) in \(delay) ms: \(reason)"), traceID: traceID,
+                                     summary: "retry \(retry) of \(call.rel) in \(delay) ms: \(reason)", traceID: traceID,
                                      data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
             try? await Task.sleep(for: .milliseconds(delay))
         }
@@ -319,16 +320,17 @@ final class SwedbankPayClient: Sendable {
 
     // MARK: What the event log keeps of a body
 
-    /// A redacted body, cut to a size the event log can hold. `size` is the body's size
-    /// on the wire: a large body is never redacted whole just to be cut.
+    /// A body cut to a size the event log can hold. `size` is the body's size on the wire. A
+    /// body that fits goes as it is (the event log redacts every entry); one that is cut is
+    /// redacted first, while its member names still say what is secret.
     static func loggable(_ value: JSONValue, size: Int) -> JSONValue {
-        guard size > loggedBodyLimit else { return Redaction.redact(value) }
+        guard size > loggedBodyLimit else { return value }
         return ["truncated": true, "bytes": .number(Double(size)), "excerpt": .string(excerpt(Redaction.redact(value).bytes))]
     }
 
-    /// Non-JSON bodies are kept only as a short, redacted excerpt.
+    /// The start of a body, as text; whoever keeps or shows it redacts it (the event log, a problem).
     static func excerpt(_ bytes: [UInt8]) -> String {
-        Redaction.redactURLQuery(String(decoding: bytes.prefix(256), as: UTF8.self))
+        String(decoding: bytes.prefix(256), as: UTF8.self)
     }
 }
 
