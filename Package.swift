@@ -7,6 +7,8 @@ let package = Package(
     // both come from the distribution's packages. No Apple platform is built or tested.
     products: [
         .executable(name: "kassa", targets: ["kassa"]),
+        // The Swift client library for apps and services: Codable stream types and a resuming session client.
+        .library(name: "KassaClient", targets: ["KassaClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -19,6 +21,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // The executable's start, signals and graceful stop.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // KassaClient's WebSocket (SwiftNIO): works on Linux and Apple platforms alike, where Foundation's
+        // URLSession has no WebSockets on Linux. The gateway and the load client do not link it.
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module below.
@@ -27,8 +34,19 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
 
+        // The stream's frames and vocabulary, and JSON values: no I/O, no dependency; shared by the
+        // gateway, the load client and KassaClient, so the protocol is defined once.
+        .target(name: "KassaProtocol"),
         // Domain: no I/O.
-        .target(name: "KassaCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "KassaCore", dependencies: ["KassaProtocol", .product(name: "Crypto", package: "swift-crypto")]),
+        // The client library: a session stream that resumes by itself, over swift-websocket.
+        .target(name: "KassaClient", dependencies: [
+            "KassaProtocol",
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // libwebsockets HTTP + WebSocket server.
         .target(name: "KassaEdge", dependencies: [
             "KassaCore", "CLibWebSockets",
@@ -49,7 +67,8 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], resources: [
             // Embedded in the binary (PackageResources), so a deployment is one file.
-            .embedInCode("Resources/openapi.yaml"),
+            .embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/asyncapi.yaml"), .embedInCode("Resources/schemas.yaml"),
+            .embedInCode("Resources/kassa.js"), .embedInCode("Resources/kassa.d.ts"),
             .embedInCode("Resources/admin.html"), .embedInCode("Resources/admin.js"), .embedInCode("Resources/admin.css"),
             .embedInCode("Resources/demo.html"), .embedInCode("Resources/demo.js"), .embedInCode("Resources/demo.css"),
             .embedInCode("Resources/menu.js"),
@@ -75,7 +94,7 @@ let package = Package(
         // End to end: real servers on loopback, real curl, real SQLite files, Chromium. The helpers
         // (a scoped test node, raw sockets, child processes, the session client) are in Tests/Support.
         .testTarget(name: "KassaTests", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad", "kassa",
+            "KassaCore", "KassaEdge", "KassaUpstream", "KassaStore", "KassaGateway", "KassaSimulator", "KassaLoad", "kassa", "KassaClient",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

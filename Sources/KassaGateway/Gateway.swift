@@ -26,6 +26,7 @@ public final class Gateway: EdgeHandler {
     let support: SupportAPI
     private let chain: MiddlewareChain
     let throttle: Throttle
+    let crossOrigin: CrossOrigin
     let idempotencyInFlight = Mutex<Set<String>>([])
     /// Admin page connections following the event log, by connection, with their session filter.
     let adminStreams = Mutex<[UInt64: String?]>([:])
@@ -51,8 +52,12 @@ public final class Gateway: EdgeHandler {
         let access = Gateway.access
         let throttle = Throttle(configuration: configuration, metrics: metrics, clock: clock)
         self.throttle = throttle
+        let crossOrigin = CrossOrigin(allowed: Set(configuration.corsOrigins), router: router, access: { access[$0] ?? .open }, metrics: metrics)
+        self.crossOrigin = crossOrigin
         chain = MiddlewareChain(links: [
             AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, logger: logger),
+            // Outside the problem rendering, so a refusal a page must read (401, 409) carries CORS too.
+            crossOrigin,
             ProblemRendering(metrics: metrics, logger: logger),
             throttle,
             Routing(router: router),
@@ -79,14 +84,23 @@ public final class Gateway: EdgeHandler {
     public func evictSessions(nowMs: Int64, waiting: Bool) async { await sessions.evict(nowMs: nowMs, waiting: waiting) }
 
     /// Header names the edge must read beyond the ones libwebsockets knows.
-    public static let customHeaderNames = ["idempotency-key", "traceparent", "x-request-id", MerchantAPI.apiKeyHeader]
+    public static let customHeaderNames = ["idempotency-key", "traceparent", "x-request-id", MerchantAPI.apiKeyHeader,
+                                           "access-control-request-method", "access-control-request-headers"]
 
     // MARK: WebSockets: session streams and the admin stream
 
     /// Upgrades pass the same throttle as requests: their rate, and their failed authentications.
     public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
         if let refused = throttle.refusal(address: upgrade.remoteAddress, apiKey: nil) { return .problem(for: refused) }
-        let answer = upgrade.path == Self.adminStreamPath ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
+        let admin = upgrade.path == Self.adminStreamPath
+        guard crossOrigin.mayOpenStream(origin: upgrade.headers["origin"], host: upgrade.headers["host"],
+                                        publicBaseURL: configuration.publicBaseURL, admin: admin) else {
+            metrics.corsRefused()
+            return .problem(.kassa("origin-not-allowed", "Forbidden", 403,
+                                   detail: "pages from \(upgrade.headers["origin"]?.prefix(100) ?? "") may not open this stream"
+                                       + (admin ? "" : "; list the origin in --cors-origins")))
+        }
+        let answer = admin ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
         if let answer, let blocked = throttle.afterAnswer(answer.status, address: upgrade.remoteAddress, path: upgrade.path, headers: upgrade.headers) {
             return .problem(for: blocked)
         }

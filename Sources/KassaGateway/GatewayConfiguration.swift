@@ -61,8 +61,14 @@ public struct GatewayConfiguration: Sendable {
     public var applePayMerchantID: String?
     /// Post the SDKs' beacons to a session's `event-logging` operation when it offers one.
     public var eventLogging = true
-    /// Seconds a client token is valid after its session was created.
+    /// Seconds a client token is valid after its session was created: the absolute maximum.
     public var clientTokenMaxAgeSeconds = 86_400
+    /// Seconds a client token stays valid once its session has ended (long enough to show the
+    /// outcome and resume a dropped stream, short enough that a leaked token soon opens nothing).
+    public var clientTokenAfterEndSeconds = 900
+    /// Web origins (`https://shop.example`) whose pages may call the client endpoints and open
+    /// session streams; empty: none but Kassa's own pages. The merchant and admin endpoints never answer CORS.
+    public var corsOrigins: [String] = []
 
     /// Production's trampoline (swedbank-pay-sdk-mobile-example-merchant examples/node.js/routes/ios-universal-link-callback.js);
     /// test setups pass `stageTrampolineURL` (seed 000) with `--ios-trampoline-url`.

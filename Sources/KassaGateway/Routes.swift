@@ -48,6 +48,11 @@ extension Gateway {
         (.open, Route(.GET, "/demo/demo.js", "demo") { _, _ in .asset(Assets.demoJS, contentType: "text/javascript; charset=utf-8") }),
         (.open, Route(.GET, "/demo/demo.css", "demo") { _, _ in .asset(Assets.demoCSS, contentType: "text/css; charset=utf-8") }),
 
+        // The client kit: the browser library, its types, and the stream's contract (CORS for --cors-origins)
+        (.open, Route(.GET, "/kassa.js", "client-kit") { _, _ in .asset(Assets.kassaJS, contentType: "text/javascript; charset=utf-8") }),
+        (.open, Route(.GET, "/kassa.d.ts", "client-kit") { _, _ in .asset(Assets.kassaTypes, contentType: "application/typescript; charset=utf-8") }),
+        (.open, Route(.GET, "/asyncapi.yaml", "client-kit") { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.asyncAPI) }),
+
         // Operations
         (.open, Route(.GET, "/healthz", "health") { g, c in g.healthz(c) }),
         (.open, Route(.GET, "/readyz", "ready") { g, c in try await g.readyz(c) }),

@@ -87,6 +87,10 @@ struct Serve: AsyncParsableCommand {
     var clusterSecret: String?
     @Option(name: .customLong("client-token-max-age"), help: "Seconds a client token is valid after its session was created. (KASSA_CLIENT_TOKEN_MAX_AGE, default 86400)")
     var clientTokenMaxAge: Int?
+    @Option(name: .customLong("client-token-after-end"), help: "Seconds a client token stays valid after its session ended. (KASSA_CLIENT_TOKEN_AFTER_END, default 900)")
+    var clientTokenAfterEnd: Int?
+    @Option(name: .customLong("cors-origins"), help: "Comma-separated web origins (https://shop.example) whose pages may call the client endpoints and open streams. (KASSA_CORS_ORIGINS, default none)")
+    var corsOrigins: String?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
     var retentionDays: Int?
     @Option(name: .customLong("retention-max-bytes"), help: "Largest size of the live data; the oldest events go first. (KASSA_RETENTION_MAX_BYTES, default 1073741824)")
@@ -155,6 +159,16 @@ struct Serve: AsyncParsableCommand {
         // A short or weak one is refused by KassaNode before anything opens or starts.
         if !secrets.isEmpty { gateway.clusterSecrets = secrets }
         gateway.clientTokenMaxAgeSeconds = try setting(clientTokenMaxAge, "KASSA_CLIENT_TOKEN_MAX_AGE", default: 86_400)
+        gateway.clientTokenAfterEndSeconds = try setting(clientTokenAfterEnd, "KASSA_CLIENT_TOKEN_AFTER_END", default: 900)
+        guard (60...31_536_000).contains(gateway.clientTokenMaxAgeSeconds), (0...gateway.clientTokenMaxAgeSeconds).contains(gateway.clientTokenAfterEndSeconds) else {
+            throw ValidationError("--client-token-max-age must be from 60 s to a year, and --client-token-after-end from 0 to that")
+        }
+        for origin in commaList(setting(corsOrigins, "KASSA_CORS_ORIGINS", default: "")) {
+            guard let normalized = CrossOrigin.normalized(origin) else {
+                throw ValidationError("--cors-origins takes origins such as https://shop.example (scheme, host and port only, no *): \(origin)")
+            }
+            gateway.corsOrigins.append(normalized)
+        }
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.authFailuresPerMinute = try setting(authFailureLimit, "KASSA_AUTH_FAILURE_LIMIT", default: 30)

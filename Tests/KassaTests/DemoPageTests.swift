@@ -50,6 +50,17 @@ struct DemoPageTests {
         await t.stop()
     }
 
+    @Test("kassa.js through a proxy that cuts the connection: typed gap-free events, resume from lastSeq with backoff, commands answered or refused with their problem, a stop at the end")
+    func kassaJSInChromium() async throws {
+        let t = try TestNode()
+        let (status, output) = try await runPython([testsPath("python/kassa_js.py"), t.base, "test-key"])
+        #expect(status == 0, "\(output.suffix(3000))")
+        await t.node.store.eventLog.flush()
+        let opens = try t.node.store.eventLog.events().filter { $0.kind == "ws.open" }
+        #expect(opens.filter { $0.data?["since"]?.intValue ?? 0 >= 1 }.count >= 2, "the library resumed with since after each cut")
+        await t.stop()
+    }
+
     /// Where a run's screenshot goes (test-artifacts/, kept out of git), with any old one removed.
     static func screenshotPath(_ name: String) throws -> String {
         let artifacts = URL(fileURLWithPath: testsPath("../test-artifacts"))

@@ -38,6 +38,8 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_eventlog_queue_depth", kind: .gauge, help: "Events queued for the event log, not yet committed.", labels: []),
         Metric(name: "kassa_eventlog_write_errors_total", kind: .counter, help: "Event-log transactions that failed (kept and retried).", labels: []),
         Metric(name: "kassa_auth_failures_total", kind: .counter, help: "Credentials refused (401), on every door.", labels: []),
+        Metric(name: "kassa_client_tokens_refused_total", kind: .counter, help: "Client tokens refused, by reason (missing, invalid, expired).", labels: ["reason"]),
+        Metric(name: "kassa_cors_refused_total", kind: .counter, help: "Browser requests and stream upgrades refused for their Origin.", labels: []),
         Metric(name: "kassa_rate_limited_total", kind: .counter, help: "Requests and upgrades answered 429, by reason (address, key, auth-address, auth-credential).", labels: ["reason"]),
         Metric(name: "kassa_connections_refused_total", kind: .counter, help: "Connections closed on arrival by the per-address caps.", labels: []),
         Metric(name: "kassa_half_open_evicted_total", kind: .counter, help: "Half-open connections closed to make room at the half-open cap.", labels: []),
@@ -103,6 +105,10 @@ public final class KassaMetrics: Sendable {
             counter("kassa_upstream_retries_total", [("operation", operation)]).increment(by: 0)
         }
         counter("kassa_auth_failures_total").increment(by: 0)
+        counter("kassa_cors_refused_total").increment(by: 0)
+        for reason in ["missing", "invalid", "expired"] {
+            counter("kassa_client_tokens_refused_total", [("reason", reason)]).increment(by: 0)
+        }
         for reason in ["address", "key", "auth-address", "auth-credential"] {
             counter("kassa_rate_limited_total", [("reason", reason)]).increment(by: 0)
         }
@@ -177,6 +183,12 @@ public final class KassaMetrics: Sendable {
 
     /// A credential refused (401), on any door.
     func authenticationFailed() { counter("kassa_auth_failures_total").increment() }
+
+    /// A client token refused: `missing`, `invalid` (wrong, or another session's), `expired`.
+    func clientTokenRefused(reason: String) { counter("kassa_client_tokens_refused_total", [("reason", reason)]).increment() }
+
+    /// A browser request or stream upgrade from an origin not in `--cors-origins`.
+    func corsRefused() { counter("kassa_cors_refused_total").increment() }
 
     /// A 429: `address`, `key` (request rate), `auth-address`, `auth-credential` (failed authentications).
     func rateLimited(reason: String) { counter("kassa_rate_limited_total", [("reason", reason)]).increment() }

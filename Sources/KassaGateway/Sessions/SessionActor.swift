@@ -15,9 +15,7 @@ struct SequencedPush: Sendable {
     init(seq: Int64, type: String, atMs: Int64, data: JSONValue, session: String, madeAt: ContinuousClock.Instant? = nil) {
         self.seq = seq
         self.madeAt = madeAt
-        let frame: JSONValue = ["seq": .number(Double(seq)), "session": .string(session), "type": .string(type),
-                                "at": .string(Timestamp.iso8601(ms: atMs)), "data": data]
-        text = frame.bytes
+        text = StreamEvent(seq: seq, session: session, type: type, at: Timestamp.iso8601(ms: atMs), data: data).json.bytes
     }
 }
 
@@ -44,11 +42,15 @@ actor SessionActor {
     /// and claimed by the registry's sweep without entering the actor.
     nonisolated let quietSinceMs = Atomic<Int64>(0)
     static let leftMemory: Int64 = -1
+    /// When (ms) the session reached an end state, 0 while it runs: its client token lapses some time
+    /// after. Read by token checks on the edge's thread without entering the actor.
+    nonisolated let endedAtMs = Atomic<Int64>(0)
 
     /// `seqBase`: for a session picked up from another node, the last seq its client saw.
     init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush],
-         seqBase: Int64 = 0, environment: any SessionEnvironment) {
+         seqBase: Int64 = 0, endedAtMs: Int64 = 0, environment: any SessionEnvironment) {
         self.id = id
+        self.endedAtMs.store(machine.phase.isTerminal ? endedAtMs : 0, ordering: .relaxed)
         self.traceID = traceID
         self.clientTokenSHA256 = clientTokenSHA256
         self.machine = machine
@@ -245,6 +247,7 @@ actor SessionActor {
         guard phase != lastPhase else { return }
         let from = lastPhase
         lastPhase = phase
+        if phase.isTerminal { endedAtMs.store(environment.nowMs(), ordering: .relaxed) }
         environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "state.transition",
                                                summary: "\(from.rawValue) → \(phase.rawValue)", traceID: traceID,
                                                data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))

@@ -61,13 +61,9 @@ extension SessionService {
         deliver(.close(code: code), to: inbox)
     }
 
-    static func pong(_ re: JSONValue?) -> JSONValue {
-        ["re": re ?? .null, "ok": true, "type": "pong"]
-    }
+    static func pong(_ re: JSONValue?) -> JSONValue { CommandAnswer.frame(re: re, type: "pong") }
 
-    static func answer(_ re: JSONValue?, _ problem: Problem) -> JSONValue {
-        ["re": re ?? .null, "ok": false, "problem": problem.json]
-    }
+    static func answer(_ re: JSONValue?, _ problem: Problem) -> JSONValue { CommandAnswer.frame(re: re, problem: problem.json) }
 
     // MARK: Carried out in order, off the service thread
 
@@ -104,7 +100,7 @@ extension SessionService {
                 edge.send(connection, json: Self.answer(re, problem))
             case .success(let command):
                 let problem = await actor.command(command, source: "ws")
-                edge.send(connection, json: problem.map { Self.answer(re, $0) } ?? ["re": re ?? .null, "ok": true])
+                edge.send(connection, json: problem.map { Self.answer(re, $0) } ?? CommandAnswer.frame(re: re))
             }
         case .close(let code):
             guard let id = registry.unfollow(connection: connection) else { return }

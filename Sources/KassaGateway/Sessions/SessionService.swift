@@ -127,7 +127,8 @@ final class SessionService: SessionEnvironment {
         let machine = PaymentSessionMachine(restoring: storedHref(record), phase: phase, history: logged.map(\.summary),
                                             setup: setup(id: record.id, device: storedDevice(record), publicBase: record.publicBaseURL))
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
-                            traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history, environment: self)
+                            traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history,
+                            endedAtMs: record.updatedAtMs, environment: self)
     }
 
     static let devicePurpose = "session client device"
@@ -243,13 +244,31 @@ final class SessionService: SessionEnvironment {
     // MARK: Client tokens
 
     /// Nil when `token` is this session's client token; else the problem saying what is wrong with it.
+    /// A token lapses a while after its session ended, and at the latest `clientTokenMaxAgeSeconds`
+    /// after it was made.
     func tokenRefusal(_ token: String?, _ actor: SessionActor?) -> Problem? {
-        let nowSeconds = nowMs() / 1000
-        if let actor, SessionRegistry.tokenMatches(token, actor, keys: tokenKeys, nowSeconds: nowSeconds) { return nil }
-        if let token, let header = SessionToken.header(token), header.expiresAt <= nowSeconds {
-            return .unauthorized("this client token expired at \(Timestamp.iso8601(ms: header.expiresAt * 1000)); create a new session")
+        let now = nowMs()
+        let nowSeconds = now / 1000
+        if let actor, SessionRegistry.tokenMatches(token, actor, keys: tokenKeys, nowSeconds: nowSeconds) {
+            let endedAt = actor.endedAtMs.load(ordering: .relaxed)
+            let lapsesAt = endedAt + Int64(configuration.clientTokenAfterEndSeconds) * 1000
+            guard endedAt > 0, now >= lapsesAt else { return nil }
+            metrics.clientTokenRefused(reason: "expired")
+            return Self.tokenExpired("this client token expired at \(Timestamp.iso8601(ms: lapsesAt)), "
+                                     + "\(configuration.clientTokenAfterEndSeconds) s after its session ended; the outcome is final")
         }
+        if let token, let header = SessionToken.header(token), header.expiresAt <= nowSeconds {
+            metrics.clientTokenRefused(reason: "expired")
+            return Self.tokenExpired("this client token expired at \(Timestamp.iso8601(ms: header.expiresAt * 1000)), "
+                                     + "\(configuration.clientTokenMaxAgeSeconds) s after its session was created; create a new session")
+        }
+        metrics.clientTokenRefused(reason: token == nil ? "missing" : "invalid")
         return .unauthorized("this session's client token is required (Authorization: Bearer, or ?token=)")
+    }
+
+    /// A 401 a client can tell from a wrong token: retrying cannot help, only a new session.
+    static func tokenExpired(_ detail: String) -> Problem {
+        .kassa("token-expired", "Unauthorized", 401, detail: detail)
     }
 
     // MARK: Leaving memory

@@ -1,0 +1,88 @@
+import KassaCore
+import KassaEdge
+
+/// Browser access from other web origins. The client endpoints (a session read and its commands,
+/// and the client kit) answer CORS for the origins of `--cors-origins`, preflight included; the
+/// merchant and admin endpoints never do, whatever the origin. A stream upgrade from a page whose
+/// Origin is neither Kassa's own nor listed is refused (no cross-site WebSocket hijacking).
+public struct CrossOrigin: Middleware {
+    /// Normalised origins (`https://shop.example`, `http://localhost:3000`).
+    let allowed: Set<String>
+    let router: Router<Gateway>
+    let access: @Sendable (String) -> Access
+    let metrics: KassaMetrics
+
+    /// Open routes a page on another origin may read: the client library and the stream's contract.
+    static let clientKitRoute = "client-kit"
+    static let allowedMethods = "GET, POST"
+    /// What a client sends: its token, a JSON body, and an idempotency key for commands.
+    static let allowedHeaders = "authorization, content-type, idempotency-key"
+    static let exposedHeaders = "idempotent-replayed, retry-after, www-authenticate, x-request-id"
+
+    /// `scheme://host[:port]` in lower case, or nil for anything else (a path, a wildcard, `null`).
+    public static func normalized(_ origin: String) -> String? {
+        var text = origin.lowercased()
+        while text.hasSuffix("/") { text.removeLast() }
+        let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0] == "http" || parts[0] == "https" else { return nil }
+        let authority = parts[1]
+        guard !authority.isEmpty, !authority.contains("/"), !authority.contains("*"), !authority.contains("@"),
+              PaymentURLHelper.isValidHost(String(authority)) else { return nil }
+        return text
+    }
+
+    func isClientRoute(_ name: String) -> Bool {
+        name == Self.clientKitRoute || access(name) == .clientToken
+    }
+
+    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let request = exchange.request
+        guard let origin = request.headers["origin"] else { return try await next(exchange) }
+        if request.method == .OPTIONS, let wanted = request.headers["access-control-request-method"] {
+            return preflight(request, origin: origin, method: wanted)
+        }
+        var response = try await next(exchange)
+        guard isClientRoute(exchange.routeName) else { return response }
+        response.headers.append(("vary", "origin"))
+        if let origin = Self.normalized(origin), allowed.contains(origin) {
+            response.headers.append(("access-control-allow-origin", origin))
+            response.headers.append(("access-control-expose-headers", Self.exposedHeaders))
+        }
+        return response
+    }
+
+    /// Answered only for a client route and a listed origin; anything else gets a 403 without
+    /// CORS headers, which the browser reports as a refusal.
+    private func preflight(_ request: HTTPRequest, origin: String, method: String) -> HTTPResponse {
+        let route: String? = HTTPMethod(rawValue: method.uppercased()).flatMap {
+            if case .found(let route, _) = router.match($0, request.path) { return route.name }
+            return nil
+        }
+        guard let route, isClientRoute(route), let origin = Self.normalized(origin), allowed.contains(origin) else {
+            metrics.corsRefused()
+            return .problem(.kassa("origin-not-allowed", "Forbidden", 403,
+                                   detail: "no cross-origin \(method.prefix(10)) to \(request.path) from this origin: only the client endpoints, for the origins of --cors-origins"),
+                            headers: [("vary", "origin")])
+        }
+        return HTTPResponse(status: 204, contentType: "text/plain", headers: [
+            ("access-control-allow-origin", origin), ("access-control-allow-methods", Self.allowedMethods),
+            ("access-control-allow-headers", Self.allowedHeaders), ("access-control-max-age", "600"), ("vary", "origin"),
+        ])
+    }
+
+    /// A stream upgrade's Origin: none or a ws(s) one (an app, a server), Kassa's own (its Host, or the public
+    /// URL), or, for session streams, a listed one. The admin stream takes only Kassa's own.
+    func mayOpenStream(origin: String?, host: String?, publicBaseURL: String, admin: Bool) -> Bool {
+        guard let origin else { return true }
+        // Browsers send only http(s) origins; a ws(s) one comes from a native WebSocket client
+        // (SwiftNIO's sends its own URL), which could forge any Origin anyway.
+        let lowered = origin.lowercased()
+        if lowered.hasPrefix("ws://") || lowered.hasPrefix("wss://") { return true }
+        guard let normalized = Self.normalized(origin) else { return false }
+        let authority = normalized.split(separator: "://", maxSplits: 1).last.map(String.init) ?? ""
+        if let host, authority == host.lowercased() { return true }
+        if !publicBaseURL.isEmpty, let own = Self.normalized(publicBaseURL.split(separator: "/", omittingEmptySubsequences: false).prefix(3).joined(separator: "/")),
+           own == normalized { return true }
+        return !admin && allowed.contains(normalized)
+    }
+}
