@@ -140,9 +140,24 @@ public struct CommandAnswer: Codable, Sendable, Equatable {
 
     /// Read without a decoder: nil unless it is an answer.
     public init?(json: JSONValue) {
-        guard let ok = json["ok"]?.boolValue, json["re"] != nil else { return nil }
-        self.init(re: json["re"]?.stringValue, ok: ok, type: json["type"]?.stringValue,
-                  problem: json["problem"].map(StreamProblem.init))
+        guard let ok = json["ok"]?.boolValue, let re = json["re"] else { return nil }
+        self.init(re: Self.id(re), ok: ok, type: json["type"]?.stringValue, problem: json["problem"].map(StreamProblem.init))
+    }
+
+    public init(from decoder: any Decoder) throws {
+        guard let answer = CommandAnswer(json: try JSONValue(from: decoder)) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a command answer"))
+        }
+        self = answer
+    }
+
+    /// The gateway echoes whatever id a command carried; clients that send numbers get numbers.
+    static func id(_ re: JSONValue) -> String? {
+        switch re {
+        case .string(let text): text
+        case .number(let n): n.rounded() == n && abs(n) < 9.0e15 ? String(Int64(n)) : String(n)
+        default: nil
+        }
     }
 
     /// The gateway's answers; `re` echoes the command's id as it came (any JSON), or null.

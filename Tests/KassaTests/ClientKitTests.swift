@@ -189,3 +189,34 @@ struct ClientKitTests {
         await t.stop()
     }
 }
+
+@Suite("Stream contract (asyncapi.yaml)")
+struct StreamContractTests {
+    @Test("every command KassaProtocol can write matches its message in asyncapi.yaml, and decodes back to itself")
+    func commandsMatchTheContract() throws {
+        let commands: [ClientCommand] = [
+            .attempt(.swish()), .attempt(.swish(msisdn: "+46739000001")), .attempt(InstrumentChoice(type: "CreditCard", paymentToken: "t-1")),
+            .abort, .retry, .fallback(restrictToInstruments: nil), .fallback(restrictToInstruments: ["Vipps"]), .instrumentMode("Invoice"),
+            .threeDSecure(cres: "eyJ0"), .threeDSecureLoadFailed(reason: "timeout"), .threeDSecureMethod(completed: true),
+            .wallet(payload: "c2lt"), .walletCanceled, .appLaunchFailed, .ping,
+        ]
+        #expect(Set(commands.map(\.type)) == Set(CommandType.allCases), "every command type is covered")
+        for command in commands {
+            let frame = command.frame(id: "c1")
+            #expect(StreamContract.check(command: frame).isEmpty, "\(StreamContract.check(command: frame))")
+            #expect(try JSONDecoder().decode(ClientCommand.self, from: Data(frame.text.utf8)) == command)
+        }
+    }
+
+    @Test("the contract catches a frame that breaks it")
+    func contractCatchesBreaks() {
+        let good: JSONValue = ["seq": 1, "session": "6e0312c4a9f04b7e8d1c2b3a4f5e6d7c", "type": "LaunchClientApp", "at": "2026-11-24T08:00:00.000Z",
+                               "data": ["url": "swish://paymentrequest?token=x"]]
+        #expect(StreamContract.check(serverFrame: good).isEmpty, "\(StreamContract.check(serverFrame: good))")
+        #expect(!StreamContract.check(serverFrame: good.replacing("data", with: [:])).isEmpty, "LaunchClientApp without its url")
+        #expect(!StreamContract.check(serverFrame: good.replacing("seq", with: "1")).isEmpty, "a seq as a string")
+        #expect(!StreamContract.check(serverFrame: ["re": "c1", "ok": "yes"]).isEmpty, "an answer whose ok is not a boolean")
+        #expect(!StreamContract.check(serverFrame: good.replacing("type", with: "Unheard")).isEmpty, "an event the contract lacks")
+        #expect(StreamContract.check(serverFrame: ["re": "c1", "ok": false, "problem": ["type": "urn:kassa:problem:x", "title": "X", "status": 409]]).isEmpty)
+    }
+}

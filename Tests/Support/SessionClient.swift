@@ -79,8 +79,12 @@ final class Stream: @unchecked Sendable {
     private var iterator: WebSocketClientEvents.AsyncIterator
     var received: [JSONValue] = []
 
-    init(connection: WebSocketClientConnection) {
+    /// Session streams are held to asyncapi.yaml; the admin stream has its own frames.
+    let checksContract: Bool
+
+    init(connection: WebSocketClientConnection, checksContract: Bool = true) {
         self.connection = connection
+        self.checksContract = checksContract
         iterator = connection.events.makeAsyncIterator()
     }
 
@@ -99,12 +103,26 @@ final class Stream: @unchecked Sendable {
                 throw TestFailure("stream closed (\(code.map(String.init) ?? "no code")); read \(frames.map(\.text))")
             case .text(let text, _):
                 let value = try JSONValue.parse(text)
+                if checksContract { try Self.holdToContract(text, value) }
                 frames.append(value)
                 received.append(value)
                 if stop(value) { return frames }
             }
         }
         throw TestFailure("stream ended; read \(frames.map(\.text))")
+    }
+
+    /// Every frame the gateway sends matches asyncapi.yaml and decodes into KassaProtocol's types.
+    static func holdToContract(_ text: String, _ value: JSONValue) throws {
+        let broken = StreamContract.check(serverFrame: value)
+        guard broken.isEmpty else { throw TestFailure("a frame breaks asyncapi.yaml: \(broken.joined(separator: "; "))") }
+        let data = Data(text.utf8)
+        if value["seq"] != nil {
+            let event = try JSONDecoder().decode(StreamEvent.self, from: data)
+            if case .unknown(let type, _) = event.event { throw TestFailure("KassaProtocol does not know the event \(type)") }
+        } else {
+            _ = try JSONDecoder().decode(CommandAnswer.self, from: data)
+        }
     }
 
     func event(_ type: PushType) async throws -> JSONValue {
