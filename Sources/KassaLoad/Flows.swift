@@ -30,18 +30,18 @@ struct VirtualClient {
         do {
             switch flow {
             case .swish:
-                try await command(reader, .attempt, ["instrument": Instrument.swish(msisdn: "+46739000001").json],
+                try await command(reader, .attempt(.swish(msisdn: "+46739000001")),
                                   step: "swish.attempt→Complete", until: .paymentSessionComplete)
             case .card:
-                try await command(reader, .attempt, ["instrument": Instrument.creditCard(paymentToken: "sim-card-frictionless").json],
+                try await command(reader, .attempt(InstrumentChoice(type: "CreditCard", paymentToken: "sim-card-frictionless")),
                                   step: "card.attempt→Complete", until: .paymentSessionComplete)
             case .card3ds:
-                try await command(reader, .attempt, ["instrument": Instrument.creditCard(paymentToken: "sim-card-challenge").json],
+                try await command(reader, .attempt(InstrumentChoice(type: "CreditCard", paymentToken: "sim-card-challenge")),
                                   step: "card3ds.attempt→Show3DSecure", until: .show3DSecure)
-                try await command(reader, .threeDSecure, ["cres": "ok"], step: "card3ds.3ds→Complete", until: .paymentSessionComplete,
+                try await command(reader, .threeDSecure(cres: "ok"), step: "card3ds.3ds→Complete", until: .paymentSessionComplete,
                                   tolerating: [.dismiss3DSecure])
             case .abort:
-                try await command(reader, .abort, [:], step: "abort→Canceled", until: .paymentSessionCanceled)
+                try await command(reader, .abort, step: "abort→Canceled", until: .paymentSessionCanceled)
             case .reconnect:
                 try await reconnect(session, reader)
             case .idle:
@@ -141,15 +141,14 @@ struct VirtualClient {
     }
 
     /// Sends a command over the stream, checks its answer, and times it to the push `until`.
-    private func command(_ reader: StreamReader, _ type: CommandType, _ fields: [String: JSONValue], step: String, until: PushType,
+    /// Sends the command in KassaProtocol's wire form (its id is its type: one of each at a time).
+    private func command(_ reader: StreamReader, _ command: ClientCommand, step: String, until: PushType,
                          tolerating: Set<PushType> = []) async throws(FlowFailure) {
         await think()
-        var frame = fields
-        frame["id"] = .string(type.rawValue)
-        frame["type"] = .string(type.rawValue)
+        let id = command.type.rawValue
         let started = ContinuousClock.now
-        reader.send(.object(frame))
-        try await reader.ack(type.rawValue, tolerating: tolerating.union([until]))
+        reader.send(command.frame(id: id))
+        try await reader.ack(id, tolerating: tolerating.union([until]))
         _ = try await reader.push(until, tolerating: tolerating)
         recorder.record(step, since: started)
     }
@@ -161,7 +160,7 @@ struct VirtualClient {
         await first.close()
         await think()
         do {
-            let attempt: JSONValue = ["instrument": Instrument.creditCard(paymentToken: "sim-card-challenge").json]
+            let attempt: JSONValue = ["instrument": InstrumentChoice(type: "CreditCard", paymentToken: "sim-card-challenge").json]
             let r = try await http.send(UpstreamRequest(method: "POST", url: runner.target.base + "/v1/sessions/\(session.id)/attempts",
                                                         headers: [("Authorization", "Bearer \(session.token)"), ("Content-Type", "application/json")],
                                                         body: attempt.bytes, totalTimeoutMs: Int(scenario.stepTimeoutSeconds * 1000)))
@@ -176,7 +175,7 @@ struct VirtualClient {
         do {
             _ = try await reader.push(.show3DSecure)
             recorder.record("reconnect.resume→Show3DSecure", since: started)
-            try await command(reader, .threeDSecure, ["cres": "ok"], step: "reconnect.3ds→Complete", until: .paymentSessionComplete,
+            try await command(reader, .threeDSecure(cres: "ok"), step: "reconnect.3ds→Complete", until: .paymentSessionComplete,
                               tolerating: [.dismiss3DSecure])
         } catch {
             await reader.close()

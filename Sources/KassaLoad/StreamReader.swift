@@ -93,13 +93,13 @@ final class StreamReader: @unchecked Sendable {
                 n += 1
                 let id = "idle-\(n)"
                 let sent = ContinuousClock.now
-                send(["id": .string(id), "type": .string(CommandType.ping.rawValue)])
+                send(ClientCommand.ping.frame(id: id))
                 try await ack(id)
                 recordPing(sent)
             }
         }
         // A final round trip shows the stream outlived the hold.
-        send(["id": "idle-end", "type": .string(CommandType.ping.rawValue)])
+        send(ClientCommand.ping.frame(id: "idle-end"))
         try await ack("idle-end")
     }
 
@@ -126,26 +126,27 @@ final class StreamReader: @unchecked Sendable {
                 recorder.protocolError()
                 throw FlowFailure("protocol: a frame is not JSON")
             }
-            if let re = frame["re"] {
+            if frame["re"] != nil {
                 recorder.frame(push: false)
-                guard let id = re.stringValue else { recorder.protocolError(); throw FlowFailure("protocol: an answer without a command id") }
-                if frame["ok"]?.boolValue != true {
-                    let type = frame["problem"]?["type"]?.stringValue ?? "no problem type"
-                    throw FlowFailure("command refused: \(type)")
+                guard let answer = CommandAnswer(json: frame), let id = answer.re else {
+                    recorder.protocolError()
+                    throw FlowFailure("protocol: an answer without a command id")
                 }
+                if !answer.ok { throw FlowFailure("command refused: \(answer.problem?.type ?? "no problem type")") }
                 acks[id] = frame
                 return frame
             }
-            guard let seq = frame["seq"]?.intValue.map(Int64.init) else {
+            guard let event = StreamEvent(json: frame) else {
                 recorder.protocolError()
                 throw FlowFailure("protocol: a frame that is neither a push nor an answer")
             }
+            let seq = event.seq
             recorder.frame(push: true)
-            guard frame["session"]?.stringValue == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
+            guard event.session == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
             if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq") }
             if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq") }
             lastSeq = seq
-            if let at = frame["at"]?.stringValue.flatMap(Timestamp.parseISO8601) {
+            if let at = Timestamp.parseISO8601(event.at) {
                 // `at` has millisecond precision and is truncated: the figure errs high by < 1 ms.
                 let madeNs = UInt64(max(at, 0)) * 1_000_000
                 // A push made before this stream opened is a replay (an observer that joined late

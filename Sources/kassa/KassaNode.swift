@@ -23,6 +23,8 @@ final class KassaNode: Service, Sendable {
     let retention: Retention
     let logger: Logger
     private let started = Mutex(false)
+    /// Called once the port is open, with the port (`kassa serve` prints where to go next).
+    let onListening: @Sendable (Int) -> Void
 
     var port: Int { edge.port }
 
@@ -30,7 +32,8 @@ final class KassaNode: Service, Sendable {
     /// The port opens in `start()` (or `run()`).
     init(edge edgeConfiguration: EdgeConfiguration, gateway gatewayConfiguration: GatewayConfiguration,
          databasePath: String, durability: Store.Durability = .normal, retention: Retention = Retention(),
-         clock: any WallClock = SystemClock(), logger: Logger) throws {
+         clock: any WallClock = SystemClock(), logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }) throws {
+        self.onListening = onListening
         // First, before anything opens or starts: a short or weak cluster secret is refused here.
         var secrets = gatewayConfiguration.clusterSecrets
         if secrets.isEmpty {
@@ -108,6 +111,7 @@ final class KassaNode: Service, Sendable {
         try start()
         logger.info("listening", metadata: ["address": "\(edge.configuration.host):\(port)", "db": "\(store.path)",
                                             "upstream": "\(simulator.map { "embedded simulator at \($0.baseURL)" } ?? gateway.configuration.upstreamURL)"])
+        onListening(port)
         // The periodic jobs run until the graceful stop cancels them.
         await cancelWhenGracefulShutdown { [self] in
             await withDiscardingTaskGroup { group in

@@ -113,14 +113,18 @@ struct Serve: AsyncParsableCommand {
         let token = setting(upstreamToken, "KASSA_UPSTREAM_TOKEN", default: "")
 
         var keys = commaList(setting(apiKeys, "KASSA_API_KEYS", default: ""))
+        var generatedKey: String?
         if keys.isEmpty {
             let generated = Secrets.randomHex(bytes: 16)
             keys = [generated]
+            generatedKey = generated
             printToTerminal("kassa: generated Merchant API key (pass --api-keys to choose one): \(generated)")
         }
         var admin = setting(adminToken, "KASSA_ADMIN_TOKEN", default: "")
+        var generatedAdmin: String?
         if admin.isEmpty {
             admin = Secrets.randomHex(bytes: 16)
+            generatedAdmin = admin
             printToTerminal("kassa: generated admin token (pass --admin-token to choose one): \(admin)")
         }
         let upstreamHost = URLComponents(string: upstream)?.host ?? ""
@@ -191,8 +195,10 @@ struct Serve: AsyncParsableCommand {
         do {
             let retention = Retention(maxAgeDays: Double(try setting(retentionDays, "KASSA_RETENTION_DAYS", default: 30)),
                                       maxBytes: Int64(try setting(retentionMaxBytes, "KASSA_RETENTION_MAX_BYTES", default: 1 << 30)))
+            let welcome = Self.welcome(host: host, tls: edge.tlsCertificatePath != nil, embedded: upstream.isEmpty, database: databasePath,
+                                       apiKey: generatedKey, adminToken: generatedAdmin)
             node = try KassaNode(edge: edge, gateway: gateway, databasePath: databasePath, durability: durabilityChoice,
-                                 retention: retention, logger: logger)
+                                 retention: retention, logger: logger, onListening: { port in printToTerminal(welcome(port)) })
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             printToTerminal("kassa: \(error)")
@@ -209,5 +215,20 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         logger.info("stopped")
+    }
+
+    /// Where to go next, on the terminal once the port is open: the demo, the admin page and the
+    /// event log, with the credentials only when this run generated them (configured ones are the operator's).
+    static func welcome(host: String, tls: Bool, embedded: Bool, database: String, apiKey: String?, adminToken: String?) -> @Sendable (Int) -> String {
+        { port in
+            let shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
+            let base = "\(tls ? "https" : "http")://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)"
+            return """
+            kassa: ready at \(base)\(embedded ? ", paying against the embedded Swedbank Pay simulator" : "")
+              1. pay:     \(base)/demo/   API key \(apiKey ?? "(one of --api-keys)"): Create session, then pay with Swish
+              2. explain: \(base)/admin/  admin token \(adminToken ?? "(your --admin-token)"): the session's timeline
+              3. shell:   kassa events --db \(database) --kind session.created,state.transition
+            """
+        }
     }
 }

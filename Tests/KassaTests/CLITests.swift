@@ -102,6 +102,33 @@ struct CLITests {
         #expect(key.count == 32)
         #expect(!p.stdout.contains(key))
     }
+
+    @Test("kassa serve prints where to go next: the demo and admin URLs with the generated key and token, and the events command")
+    func welcome() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("k.sqlite")])
+        let listening = try await onThread { p.waitForLog(message: "listening") }
+        let port = try #require(listening?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
+        try await Task.sleep(for: .milliseconds(100))
+        let terminal = p.stderr
+        let key = try #require(terminal.split(separator: "\n").first { $0.contains("generated Merchant API key") }?.split(separator: " ").last)
+        let admin = try #require(terminal.split(separator: "\n").first { $0.contains("generated admin token") }?.split(separator: " ").last)
+        let base = "http://127.0.0.1:\(port)"
+        #expect(terminal.contains("ready at \(base), paying against the embedded Swedbank Pay simulator"), "\(terminal)")
+        #expect(terminal.contains("\(base)/demo/   API key \(key)"))
+        #expect(terminal.contains("\(base)/admin/  admin token \(admin)"))
+        #expect(terminal.contains("kassa events --db \(dir.file("k.sqlite"))"))
+        // The printed places answer, and the printed key creates a session there.
+        let client = UpstreamClient()
+        #expect(try await client.send(UpstreamRequest(url: base + "/demo/")).status == 200)
+        #expect(try await client.send(UpstreamRequest(url: base + "/admin/")).status == 200)
+        let created = try await SessionClient(base: base, port: port).createResponse(["paymentOrder": SessionClient.order()], key: String(key))
+        #expect(created.status == 201)
+        #expect(!p.stdout.contains(String(key)) && !p.stdout.contains(String(admin)), "never in the log")
+        p.signal(SIGTERM)
+        _ = try await onThread { p.waitForExit() }
+    }
 }
 
 import GRDB
