@@ -48,7 +48,8 @@ public final class Gateway: EdgeHandler {
         sessions = SessionService(configuration: configuration, store: store, tokenKeys: tokenKeys, swedbankPay: swedbankPay,
                                   metrics: metrics, clock: clock, logger: logger)
         merchant = MerchantAPI(configuration: configuration, store: store, swedbankPay: swedbankPay, clock: clock, logger: logger)
-        support = SupportAPI(store: store)
+        support = SupportAPI(store: store, node: configuration.nodeName, peers: configuration.peers,
+                             adminToken: configuration.adminToken, http: upstream)
         let access = Gateway.access
         let throttle = Throttle(configuration: configuration, metrics: metrics, clock: clock)
         self.throttle = throttle

@@ -69,6 +69,11 @@ public struct GatewayConfiguration: Sendable {
     /// Web origins (`https://shop.example`) whose pages may call the client endpoints and open
     /// session streams; empty: none but Kassa's own pages. The merchant and admin endpoints never answer CORS.
     public var corsOrigins: [String] = []
+    /// The other nodes' base URLs (`http://node2:8080`), which the support API asks too; they
+    /// share this node's admin token. Empty: this node's own events only.
+    public var peers: [String] = []
+    /// How this node marks its events and sessions when it has peers.
+    public var nodeName = "kassa"
 
     /// Production's trampoline (swedbank-pay-sdk-mobile-example-merchant examples/node.js/routes/ios-universal-link-callback.js);
     /// test setups pass `stageTrampolineURL` (seed 000) with `--ios-trampoline-url`.

@@ -30,9 +30,9 @@ extension Gateway {
         // The WebSocket GET /v1/sessions/{id}/stream is accepted by SessionService+Stream.swift (an upgrade, not a route).
 
         // Support API (admin token) and the admin page
-        (.admin, Route(.GET, "/v1/admin/events", "admin.events") { g, c in try g.support.events(c) }),
-        (.admin, Route(.GET, "/v1/admin/sessions", "admin.sessions") { g, c in try g.support.sessions(c) }),
-        (.admin, Route(.GET, "/v1/admin/sessions/{id}/timeline", "admin.timeline") { g, c in try g.support.timeline(c) }),
+        (.admin, Route(.GET, "/v1/admin/events", "admin.events") { g, c in try await g.support.events(c) }),
+        (.admin, Route(.GET, "/v1/admin/sessions", "admin.sessions") { g, c in try await g.support.sessions(c) }),
+        (.admin, Route(.GET, "/v1/admin/sessions/{id}/timeline", "admin.timeline") { g, c in try await g.support.timeline(c) }),
         (.open, Route(.GET, "/admin/", "admin.page") { _, _ in .asset(Assets.adminHTML, contentType: "text/html; charset=utf-8") }),
         (.open, Route(.GET, "/admin/admin.js", "admin.page") { _, _ in .asset(Assets.adminJS, contentType: "text/javascript; charset=utf-8") }),
         (.open, Route(.GET, "/admin/admin.css", "admin.page") { _, _ in .asset(Assets.adminCSS, contentType: "text/css; charset=utf-8") }),

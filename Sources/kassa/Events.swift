@@ -104,7 +104,7 @@ enum EventSource {
                 guard response.status == 200, let events = body?["events"]?.arrayValue else {
                     throw ValidationError("\(url) answered \(response.status): \(body?["detail"]?.stringValue ?? response.text)")
                 }
-                merged += events.map { (url, urls.count > 1 ? $0.adding("node", .string(url)) : $0) }
+                merged += events.map { (url, urls.count > 1 && $0["node"] == nil ? $0.adding("node", .string(url)) : $0) }
             }
             return merged.sorted { ($0.1["atMs"]?.doubleValue ?? 0) < ($1.1["atMs"]?.doubleValue ?? 0) }
         }
@@ -116,7 +116,7 @@ struct EventPrinter {
     let format: String
     var printedHeader = false
 
-    static let columns = ["at", "session", "seq", "kind", "level", "status", "ms", "summary"]
+    static let columns = ["at", "node", "session", "seq", "kind", "level", "status", "ms", "summary"]
 
     static func json(_ e: LogEvent) -> JSONValue {
         var o: [String: JSONValue] = ["id": e.id.map { .number(Double($0)) } ?? .null, "atMs": .number(Double(e.atMs)),
@@ -133,7 +133,7 @@ struct EventPrinter {
 
     static func cells(_ e: JSONValue) -> [String] {
         let duration = e["durationMs"]?.doubleValue.map { String(format: "%.1f", $0) } ?? ""
-        return [e["at"]?.stringValue ?? "", e["session"]?.stringValue ?? "", e["seq"]?.intValue.map(String.init) ?? "",
+        return [e["at"]?.stringValue ?? "", e["node"]?.stringValue ?? "", e["session"]?.stringValue ?? "", e["seq"]?.intValue.map(String.init) ?? "",
                 e["kind"]?.stringValue ?? "", e["level"]?.stringValue ?? "", e["status"]?.intValue.map(String.init) ?? "",
                 duration, e["summary"]?.stringValue ?? ""]
     }

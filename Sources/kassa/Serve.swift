@@ -89,6 +89,10 @@ struct Serve: AsyncParsableCommand {
     var clientTokenMaxAge: Int?
     @Option(name: .customLong("client-token-after-end"), help: "Seconds a client token stays valid after its session ended. (KASSA_CLIENT_TOKEN_AFTER_END, default 900)")
     var clientTokenAfterEnd: Int?
+    @Option(name: .customLong("peers"), help: "Comma-separated base URLs of the other nodes (http://node2:8080); the support API, the admin page and kassa events then search every node. They must share --admin-token. (KASSA_PEERS)")
+    var peers: String?
+    @Option(name: .customLong("node-name"), help: "How this node marks its events among its peers. (KASSA_NODE_NAME, default: the listen address)")
+    var nodeName: String?
     @Option(name: .customLong("cors-origins"), help: "Comma-separated web origins (https://shop.example) whose pages may call the client endpoints and open streams. (KASSA_CORS_ORIGINS, default none)")
     var corsOrigins: String?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
@@ -167,6 +171,17 @@ struct Serve: AsyncParsableCommand {
         guard (60...31_536_000).contains(gateway.clientTokenMaxAgeSeconds), (0...gateway.clientTokenMaxAgeSeconds).contains(gateway.clientTokenAfterEndSeconds) else {
             throw ValidationError("--client-token-max-age must be from 60 s to a year, and --client-token-after-end from 0 to that")
         }
+        for peer in commaList(setting(peers, "KASSA_PEERS", default: "")) {
+            var base = peer
+            while base.hasSuffix("/") { base.removeLast() }
+            guard let url = URLComponents(string: base), url.scheme == "http" || url.scheme == "https", url.host?.isEmpty == false,
+                  url.path.isEmpty, url.query == nil else {
+                throw ValidationError("--peers takes base URLs such as http://node2:8080: \(peer)")
+            }
+            gateway.peers.append(base)
+        }
+        gateway.nodeName = setting(nodeName, "KASSA_NODE_NAME", default: "\(host):\(port)")
+        guard !gateway.nodeName.isEmpty, gateway.nodeName.count <= 64 else { throw ValidationError("--node-name must be 1 to 64 characters") }
         for origin in commaList(setting(corsOrigins, "KASSA_CORS_ORIGINS", default: "")) {
             guard let normalized = CrossOrigin.normalized(origin) else {
                 throw ValidationError("--cors-origins takes origins such as https://shop.example (scheme, host and port only, no *): \(origin)")

@@ -20,12 +20,15 @@ struct ClusterTests {
         let sim = try KassaProcess(["sim", "--listen", "127.0.0.1:0", "--payer-delay-ms", "100"])
         let simPort = try await listeningPort(sim)
         let ports = try (0..<4).map { _ in try closedPort() }
-        var nodes: [KassaProcess] = []
-        for i in 0..<3 {
-            nodes.append(try KassaProcess(["serve", "--listen", "127.0.0.1:\(ports[i])", "--db", dir.file("node\(i).sqlite"),
-                                           "--api-keys", "k", "--admin-token", "a", "--upstream-url", "http://127.0.0.1:\(simPort)",
-                                           "--upstream-token", "kassa-simulator-token", "--cluster-secret", "shared-cluster-secret-0123456789abcdef"]))
+        // Each node knows the others (--peers), so its support API reads every node's part.
+        func nodeArguments(_ i: Int) -> [String] {
+            ["serve", "--listen", "127.0.0.1:\(ports[i])", "--db", dir.file("node\(i).sqlite"),
+             "--api-keys", "k", "--admin-token", "a", "--upstream-url", "http://127.0.0.1:\(simPort)",
+             "--upstream-token", "kassa-simulator-token", "--cluster-secret", "shared-cluster-secret-0123456789abcdef",
+             "--node-name", "node\(i)", "--peers", (0..<3).filter { $0 != i }.map { "http://127.0.0.1:\(ports[$0])" }.joined(separator: ",")]
         }
+        var nodes: [KassaProcess] = []
+        for i in 0..<3 { nodes.append(try KassaProcess(nodeArguments(i))) }
         for node in nodes { _ = try await listeningPort(node) }
 
         // The committed config, with this run's ports.
@@ -63,7 +66,7 @@ struct ClusterTests {
             var found: [Int] = []
             for i in 0..<3 {
                 // A dead node does not answer: it holds nothing any more.
-                guard let r = try? await client.send(UpstreamRequest(url: "http://127.0.0.1:\(ports[i])/v1/admin/events?session=\(id)&kind=push.sent",
+                guard let r = try? await client.send(UpstreamRequest(url: "http://127.0.0.1:\(ports[i])/v1/admin/events?session=\(id)&kind=push.sent&local=true",
                                                                      headers: [("Authorization", "Bearer a")])) else { continue }
                 if !(try JSONValue.parse(r.body)["events"]?.arrayValue ?? []).isEmpty { found.append(i) }
             }
@@ -104,5 +107,40 @@ struct ClusterTests {
         try await otherStream.payByWallet("ApplePay", id: "x")
         _ = try await otherStream.event(.paymentSessionComplete)
         #expect(try await owners(other.id) == [ownerOf[other.id]!])
+
+        // One timeline from every node. A node that did not drive the session reads it from its
+        // peers: while the dead node is down, its part is missing and it is named unreachable;
+        // once it is back (its part is in its own database), the timeline is whole, each row marked.
+        let owner = try #require(newOwners.first)
+        let bystander = try #require((0..<3).first { $0 != dead && $0 != owner })
+        func timeline(from i: Int) async throws -> JSONValue {
+            let r = try await client.send(UpstreamRequest(url: "http://127.0.0.1:\(ports[i])/v1/admin/sessions/\(victim.id)/timeline",
+                                                          headers: [("Authorization", "Bearer a")]))
+            #expect(r.status == 200, "\(r.text)")
+            return try JSONValue.parse(r.body)
+        }
+        let partial = try await timeline(from: bystander)
+        #expect(partial["unreachable"] == [.string("http://127.0.0.1:\(ports[dead])")])
+        let partialNodes = partial["nodes"]?.arrayValue ?? []
+        #expect(partialNodes.contains(.string("node\(dead)")) == false)
+        #expect(partialNodes.contains(.string("node\(owner)")), "\(partialNodes)")
+        nodes[dead] = try KassaProcess(nodeArguments(dead))
+        _ = try await listeningPort(nodes[dead])
+        let whole = try await timeline(from: bystander)
+        let rows = whole["events"]?.arrayValue ?? []
+        #expect(whole["unreachable"] == [])
+        let wholeNodes = Set(whole["nodes"]?.arrayValue ?? [])
+        #expect(wholeNodes.contains(.string("node\(dead)")) && wholeNodes.contains(.string("node\(owner)")), "\(wholeNodes)")
+        #expect(rows.contains { $0["kind"] == "push.sent" && $0["summary"]?.stringValue?.contains("PaymentSessionFetched") == true
+                                && $0["node"] == .string("node\(dead)") }, "the first pushes came from the node that died")
+        #expect(rows.contains { $0["summary"]?.stringValue?.contains("PaymentSessionComplete") == true && $0["node"] == .string("node\(owner)") })
+        let times = rows.compactMap { $0["atMs"]?.doubleValue }
+        #expect(times == times.sorted() && times.count == rows.count, "one timeline in time order")
+        // The same from the shell, asking the bystander alone.
+        let shell = try KassaProcess(["events", "--url", "http://127.0.0.1:\(ports[bystander])", "--admin-token", "a",
+                                      "--session", victim.id, "--format", "csv"])
+        #expect(try await onThread { shell.waitForExit() } == 0, "\(shell.stderr)")
+        let csv = shell.stdout.split(separator: "\n").dropFirst()
+        #expect(csv.contains { $0.contains(",node\(dead),") } && csv.contains { $0.contains(",node\(owner),") }, "\(shell.stdout.prefix(2000))")
     }
 }

@@ -283,7 +283,7 @@ struct EventsCommandTests {
         #expect(objects.count >= 5 && objects.allSatisfy { $0["session"]?.stringValue == session.id })
 
         let (_, csv, _) = try await run(["events", "--db", db, "--kind", "session.created", "--format", "csv"])
-        #expect(csv.hasPrefix("at,session,seq,kind,level,status,ms,summary\n"))
+        #expect(csv.hasPrefix("at,node,session,seq,kind,level,status,ms,summary\n"))
 
         let (bad, _, err) = try await run(["events", "--db", db, "--from", "last tuesday"])
         #expect(bad != 0)

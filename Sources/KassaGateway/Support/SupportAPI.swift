@@ -2,37 +2,77 @@ import Foundation
 import KassaCore
 import KassaEdge
 import KassaStore
+import KassaUpstream
 
 /// The support API (`/v1/admin/…`, admin token, checked by the middleware): find
 /// sessions, list events, read a session's timeline. Bad filters get a 400 naming the parameter.
+///
+/// With peers (`--peers`), each answer holds every node's part, each event and session marked
+/// with its `node`: a session that failed over reads as one timeline. A node asks its peers with
+/// `?local=true` (so they do not ask theirs) and the shared admin token; a peer that does not
+/// answer is named in `unreachable` and the rest is still given.
 struct SupportAPI: Sendable {
     let store: Store
+    let node: String
+    let peers: [String]
+    let adminToken: String
+    let http: UpstreamClient
 
-    func events(_ context: RequestContext) throws -> HTTPResponse {
+    static let peerTimeoutMs = 3_000
+
+    /// A page after a cursor is one node's (cursors are event ids, which each node counts itself).
+    private func asksPeers(_ context: RequestContext) -> Bool {
+        !peers.isEmpty && context.request.queryValue("local") != "true" && context.request.queryValue("cursor") == nil
+    }
+
+    func events(_ context: RequestContext) async throws -> HTTPResponse {
         let query: Store.EventQuery
         do { query = try SupportQuery.events(context.request.query) } catch { throw error.problem }
+        var events: [JSONValue]
+        var next: String?
         do {
             let found = try store.searchEvents(query)
-            let next = found.count == query.limit ? found.last?.id.map { String($0) } : nil
-            return .json(["events": .array(found.map(Self.eventJSON)), "nextCursor": next.map { .string($0) } ?? .null])
+            next = found.count == query.limit ? found.last?.id.map { String($0) } : nil
+            events = found.map { marked(Self.eventJSON($0)) }
         } catch {
             throw Problem.serviceUnavailable("the event log cannot be read: \(Store.reason(error))")
         }
+        guard asksPeers(context) else { return .json(["events": .array(events), "nextCursor": next.map { .string($0) } ?? .null]) }
+        let answers = await fromPeers(context.request.path, context.request.query)
+        for answer in answers.found { events += answer["events"]?.arrayValue ?? [] }
+        // Merged newest-first as each node lists them; a cursor is one node's, so none is given.
+        events.sort { ($0["atMs"]?.doubleValue ?? 0, $0["node"]?.stringValue ?? "") > ($1["atMs"]?.doubleValue ?? 0, $1["node"]?.stringValue ?? "") }
+        return .json(["events": .array(Array(events.prefix(query.limit))), "nextCursor": .null,
+                      "unreachable": .array(answers.unreachable.map(JSONValue.string))])
     }
 
-    func sessions(_ context: RequestContext) throws -> HTTPResponse {
+    func sessions(_ context: RequestContext) async throws -> HTTPResponse {
         let query: Store.SessionQuery
         do { query = try SupportQuery.sessions(context.request.query) } catch { throw error.problem }
+        var sessions: [JSONValue]
+        var next: String?
         do {
             let found = try store.searchSessions(query)
-            let next = found.count == query.limit ? found.last.map { "\($0.createdAtMs).\($0.id)" } : nil
-            return .json(["sessions": .array(found.map(Self.sessionJSON)), "nextCursor": next.map { .string($0) } ?? .null])
+            next = found.count == query.limit ? found.last.map { "\($0.createdAtMs).\($0.id)" } : nil
+            sessions = found.map { marked(Self.sessionJSON($0)) }
         } catch {
             throw Problem.serviceUnavailable("the session store cannot be read: \(Store.reason(error))")
         }
+        guard asksPeers(context) else { return .json(["sessions": .array(sessions), "nextCursor": next.map { .string($0) } ?? .null]) }
+        let answers = await fromPeers(context.request.path, context.request.query)
+        // A session picked up by another node has a row on each: the one updated last speaks for it.
+        var byID: [String: JSONValue] = [:]
+        for session in sessions + answers.found.flatMap({ $0["sessions"]?.arrayValue ?? [] }) {
+            guard let id = session["id"]?.stringValue else { continue }
+            if let known = byID[id], (known["updated"]?.stringValue ?? "") >= (session["updated"]?.stringValue ?? "") { continue }
+            byID[id] = session
+        }
+        let merged = byID.values.sorted { ($0["created"]?.stringValue ?? "", $0["id"]?.stringValue ?? "") > ($1["created"]?.stringValue ?? "", $1["id"]?.stringValue ?? "") }
+        return .json(["sessions": .array(Array(merged.prefix(query.limit))), "nextCursor": .null,
+                      "unreachable": .array(answers.unreachable.map(JSONValue.string))])
     }
 
-    func timeline(_ context: RequestContext) throws -> HTTPResponse {
+    func timeline(_ context: RequestContext) async throws -> HTTPResponse {
         let id = context.parameters["id"] ?? ""
         guard PaymentURLHelper.isSafeID(id) else { throw Problem.badRequest("id must be a session id", parameter: "id") }
         let record: Store.SessionRecord?, events: [LogEvent]
@@ -42,18 +82,72 @@ struct SupportAPI: Sendable {
         } catch {
             throw Problem.serviceUnavailable("the event log cannot be read: \(Store.reason(error))")
         }
-        guard let record else { throw Problem.notFound("no session \(id)") }
-        let start = events.first?.atMs ?? record.createdAtMs
+        var session = record.map { marked(Self.sessionJSON($0)) }
+        var rows = events.map { marked(Self.eventJSON($0)) }
+        var unreachable: [String] = []
+        if asksPeers(context) {
+            let answers = await fromPeers(context.request.path, [])
+            unreachable = answers.unreachable
+            for answer in answers.found {
+                rows += answer["events"]?.arrayValue ?? []
+                if let other = answer["session"], (session?["updated"]?.stringValue ?? "") < (other["updated"]?.stringValue ?? "") { session = other }
+            }
+            rows.sort { ($0["atMs"]?.doubleValue ?? 0, $0["node"]?.stringValue ?? "", $0["id"]?.doubleValue ?? 0)
+                < ($1["atMs"]?.doubleValue ?? 0, $1["node"]?.stringValue ?? "", $1["id"]?.doubleValue ?? 0) }
+        }
+        guard let session else { throw Problem.notFound("no session \(id)") }
+        let start = Int64(rows.first?["atMs"]?.doubleValue ?? 0)
         var previous = start
-        let steps: [JSONValue] = events.map { event in
-            var json = Self.eventJSON(event).objectValue ?? [:]
-            json["sinceStartMs"] = .number(Double(event.atMs - start))
-            json["sincePreviousMs"] = .number(Double(event.atMs - previous))
-            previous = event.atMs
+        let steps: [JSONValue] = rows.map { row in
+            var json = row.objectValue ?? [:]
+            let at = Int64(row["atMs"]?.doubleValue ?? 0)
+            json["sinceStartMs"] = .number(Double(at - start))
+            json["sincePreviousMs"] = .number(Double(at - previous))
+            previous = at
             return .object(json)
         }
-        return .json(["session": Self.sessionJSON(record), "events": .array(steps),
-                      "durationMs": .number(Double((events.last?.atMs ?? start) - start))])
+        var answer: [String: JSONValue] = ["session": session, "events": .array(steps),
+                                           "durationMs": .number(Double(previous - start))]
+        if !peers.isEmpty, context.request.queryValue("local") != "true" {
+            answer["nodes"] = .array(Array(Set(steps.compactMap { $0["node"]?.stringValue })).sorted().map(JSONValue.string))
+            answer["unreachable"] = .array(unreachable.map(JSONValue.string))
+        }
+        return .json(.object(answer))
+    }
+
+    static func escaped(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? ""
+    }
+
+    /// The item marked with this node, when there are peers to tell it from.
+    private func marked(_ item: JSONValue) -> JSONValue {
+        guard !peers.isEmpty, case .object(var members) = item else { return item }
+        members["node"] = .string(node)
+        return .object(members)
+    }
+
+    /// The same request to every peer, at once; a 404 (the peer never saw the session) counts as nothing found.
+    private func fromPeers(_ path: String, _ query: [(name: String, value: String)]) async -> (found: [JSONValue], unreachable: [String]) {
+        let suffix = (query.filter { $0.name != "token" && $0.name != "local" } + [("local", "true")])
+            .map { "\(Self.escaped($0.name))=\(Self.escaped($0.value))" }.joined(separator: "&")
+        return await withTaskGroup(of: (String, JSONValue?, Bool).self) { group in
+            for peer in peers {
+                group.addTask {
+                    let request = UpstreamRequest(url: peer + path + "?" + suffix, headers: [("Authorization", "Bearer \(adminToken)")],
+                                                  totalTimeoutMs: Self.peerTimeoutMs)
+                    guard let answer = try? await http.send(request) else { return (peer, nil, false) }
+                    if answer.status == 404 { return (peer, nil, true) }
+                    guard answer.status == 200, let body = try? JSONValue.parse(answer.body) else { return (peer, nil, false) }
+                    return (peer, body, true)
+                }
+            }
+            var found: [JSONValue] = [], unreachable: [String] = []
+            for await (peer, body, answered) in group {
+                if let body { found.append(body) }
+                if !answered { unreachable.append(peer) }
+            }
+            return (found, unreachable.sorted())
+        }
     }
 
     static func eventJSON(_ e: LogEvent) -> JSONValue {
@@ -114,7 +208,7 @@ public enum SupportQuery {
                 }
                 q.afterID = id
             case "limit": q.limit = try limit(value, maximum: 1_000)
-            case "token": break
+            case "token", "local": break
             default: throw Invalid(parameter: name, reason: "is not a filter of this list")
             }
         }
@@ -158,7 +252,7 @@ public enum SupportQuery {
                 }
                 q.before = (ms, String(parts[1]))
             case "limit": q.limit = try limit(value, maximum: 500)
-            case "token": break
+            case "token", "local": break
             default: throw Invalid(parameter: name, reason: "is not a filter of this list")
             }
         }
