@@ -142,5 +142,10 @@ struct ClusterTests {
         #expect(try await onThread { shell.waitForExit() } == 0, "\(shell.stderr)")
         let csv = shell.stdout.split(separator: "\n").dropFirst()
         #expect(csv.contains { $0.contains(",node\(dead),") } && csv.contains { $0.contains(",node\(owner),") }, "\(shell.stdout.prefix(2000))")
+        // And on the bystander's admin page: one waterfall, rows labelled with both nodes.
+        let screenshot = try DemoPageTests.screenshotPath("admin-failover.png")
+        let (status, output) = try await runPython([testsPath("python/admin_failover.py"), "http://127.0.0.1:\(ports[bystander])", "a",
+                                                    victim.id, screenshot, "node\(dead)", "node\(owner)"])
+        #expect(status == 0, "\(output.suffix(2000))")
     }
 }
