@@ -53,7 +53,9 @@ public final class Gateway: EdgeHandler {
         let access = Gateway.access
         let throttle = Throttle(configuration: configuration, metrics: metrics, clock: clock)
         self.throttle = throttle
-        let crossOrigin = CrossOrigin(allowed: Set(configuration.corsOrigins), router: router, access: { access[$0] ?? .open }, metrics: metrics)
+        let accessOf: @Sendable (String) -> Access = { access[$0] ?? .open }
+        let crossOrigin = CrossOrigin(allowed: configuration.corsOrigins, publicBaseURL: configuration.publicBaseURL, router: router,
+                                      access: accessOf, metrics: metrics)
         self.crossOrigin = crossOrigin
         chain = MiddlewareChain(links: [
             AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, logger: logger),
@@ -62,7 +64,7 @@ public final class Gateway: EdgeHandler {
             ProblemRendering(metrics: metrics, logger: logger),
             throttle,
             Routing(router: router),
-            Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: { access[$0] ?? .open }),
+            Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: accessOf),
         ])
         store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
         metrics.prepare(upstreamOrigin: swedbankPay.upstreamOrigin)
@@ -94,12 +96,8 @@ public final class Gateway: EdgeHandler {
     public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
         if let refused = throttle.refusal(address: upgrade.remoteAddress, apiKey: nil) { return .problem(for: refused) }
         let admin = upgrade.path == Self.adminStreamPath
-        guard crossOrigin.mayOpenStream(origin: upgrade.headers["origin"], host: upgrade.headers["host"],
-                                        publicBaseURL: configuration.publicBaseURL, admin: admin) else {
-            metrics.corsRefused()
-            return .problem(.kassa("origin-not-allowed", "Forbidden", 403,
-                                   detail: "pages from \(upgrade.headers["origin"]?.prefix(100) ?? "") may not open this stream"
-                                       + (admin ? "" : "; list the origin in --cors-origins")))
+        if let refused = crossOrigin.streamRefusal(origin: upgrade.headers["origin"], host: upgrade.headers["host"], admin: admin) {
+            return .problem(refused)
         }
         let answer = admin ? shouldAcceptAdminStream(upgrade) : sessions.shouldAcceptStream(upgrade)
         if let answer, let blocked = throttle.afterAnswer(answer.status, address: upgrade.remoteAddress, path: upgrade.path, headers: upgrade.headers) {

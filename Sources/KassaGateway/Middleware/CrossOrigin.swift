@@ -8,9 +8,19 @@ import KassaEdge
 public struct CrossOrigin: Middleware {
     /// Normalised origins (`https://shop.example`, `http://localhost:3000`).
     let allowed: Set<String>
+    /// Kassa's own origin when `--public-url` names it; otherwise each request's Host stands for it.
+    let ownOrigin: String?
     let router: Router<Gateway>
     let access: @Sendable (String) -> Access
     let metrics: KassaMetrics
+
+    init(allowed: [String], publicBaseURL: String, router: Router<Gateway>, access: @escaping @Sendable (String) -> Access, metrics: KassaMetrics) {
+        self.allowed = Set(allowed)
+        ownOrigin = Gateway.origin(of: publicBaseURL).flatMap(Self.normalized)
+        self.router = router
+        self.access = access
+        self.metrics = metrics
+    }
 
     /// Open routes a page on another origin may read: the client library and the stream's contract.
     static let clientKitRoute = "client-kit"
@@ -59,10 +69,8 @@ public struct CrossOrigin: Middleware {
             return nil
         }
         guard let route, isClientRoute(route), let origin = Self.normalized(origin), allowed.contains(origin) else {
-            metrics.corsRefused()
-            return .problem(.kassa("origin-not-allowed", "Forbidden", 403,
-                                   detail: "no cross-origin \(method.prefix(10)) to \(request.path) from this origin: only the client endpoints, for the origins of --cors-origins"),
-                            headers: [("vary", "origin")])
+            return .problem(refused("no cross-origin \(method.prefix(10)) to \(request.path) from this origin: "
+                                    + "only the client endpoints, for the origins of --cors-origins"), headers: [("vary", "origin")])
         }
         return HTTPResponse(status: 204, contentType: "text/plain", headers: [
             ("access-control-allow-origin", origin), ("access-control-allow-methods", Self.allowedMethods),
@@ -70,19 +78,26 @@ public struct CrossOrigin: Middleware {
         ])
     }
 
-    /// A stream upgrade's Origin: none or a ws(s) one (an app, a server), Kassa's own (its Host, or the public
-    /// URL), or, for session streams, a listed one. The admin stream takes only Kassa's own.
-    func mayOpenStream(origin: String?, host: String?, publicBaseURL: String, admin: Bool) -> Bool {
-        guard let origin else { return true }
+    /// A stream upgrade's Origin: none or a ws(s) one (an app, a server), Kassa's own (its Host, or
+    /// the public URL), or, for session streams, a listed one; anything else is refused with 403.
+    /// The admin stream takes only Kassa's own.
+    func streamRefusal(origin: String?, host: String?, admin: Bool) -> Problem? {
+        guard let origin else { return nil }
         // Browsers send only http(s) origins; a ws(s) one comes from a native WebSocket client
         // (SwiftNIO's sends its own URL), which could forge any Origin anyway.
         let lowered = origin.lowercased()
-        if lowered.hasPrefix("ws://") || lowered.hasPrefix("wss://") { return true }
-        guard let normalized = Self.normalized(origin) else { return false }
-        let authority = normalized.split(separator: "://", maxSplits: 1).last.map(String.init) ?? ""
-        if let host, authority == host.lowercased() { return true }
-        if !publicBaseURL.isEmpty, let own = Self.normalized(publicBaseURL.split(separator: "/", omittingEmptySubsequences: false).prefix(3).joined(separator: "/")),
-           own == normalized { return true }
-        return !admin && allowed.contains(normalized)
+        if lowered.hasPrefix("ws://") || lowered.hasPrefix("wss://") { return nil }
+        if let normalized = Self.normalized(origin) {
+            let authority = normalized.split(separator: "://", maxSplits: 1).last.map(String.init) ?? ""
+            if let host, authority == host.lowercased() { return nil }
+            if normalized == ownOrigin || (!admin && allowed.contains(normalized)) { return nil }
+        }
+        return refused("pages from \(origin.prefix(100)) may not open this stream" + (admin ? "" : "; list the origin in --cors-origins"))
+    }
+
+    /// The one refusal for an origin, counted.
+    private func refused(_ detail: String) -> Problem {
+        metrics.corsRefused()
+        return .kassa("origin-not-allowed", "Forbidden", 403, detail: detail)
     }
 }

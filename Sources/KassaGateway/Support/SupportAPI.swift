@@ -108,15 +108,11 @@ struct SupportAPI: Sendable {
         }
         var answer: [String: JSONValue] = ["session": session, "events": .array(steps),
                                            "durationMs": .number(Double(previous - start))]
-        if !peers.isEmpty, context.request.queryValue("local") != "true" {
+        if asksPeers(context) {
             answer["nodes"] = .array(Array(Set(steps.compactMap { $0["node"]?.stringValue })).sorted().map(JSONValue.string))
             answer["unreachable"] = .array(unreachable.map(JSONValue.string))
         }
         return .json(.object(answer))
-    }
-
-    static func escaped(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? ""
     }
 
     /// The item marked with this node, when there are peers to tell it from.
@@ -128,8 +124,7 @@ struct SupportAPI: Sendable {
 
     /// The same request to every peer, at once; a 404 (the peer never saw the session) counts as nothing found.
     private func fromPeers(_ path: String, _ query: [(name: String, value: String)]) async -> (found: [JSONValue], unreachable: [String]) {
-        let suffix = (query.filter { $0.name != "token" && $0.name != "local" } + [("local", "true")])
-            .map { "\(Self.escaped($0.name))=\(Self.escaped($0.value))" }.joined(separator: "&")
+        let suffix = PaymentURLHelper.encodeQuery(query.filter { $0.name != "token" && $0.name != "local" } + [("local", "true")])
         return await withTaskGroup(of: (String, JSONValue?, Bool).self) { group in
             for peer in peers {
                 group.addTask {
