@@ -84,7 +84,7 @@ extension MerchantAPI {
         _ = input.strings("shippingAddressRestrictedToCountryCodes")
         if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
 
-        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "initiate-consumer-session", method: "POST",
+        let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "initiate-consumer-session", method: "POST",
                                                                            url: swedbankPay.url("/psp/consumers"), body: input.document,
                                                                            traceID: context.traceID))
         return try forward(result, parsed) { document in
@@ -173,7 +173,7 @@ extension MerchantAPI {
         var body = input.document.objectValue ?? [:]
         body["paymentorder"] = .object(order)
 
-        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
+        let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
                                                      url: swedbankPay.url("/psp/paymentorders"), body: .object(body), traceID: traceID,
                                                      sessionID: sessionID, version: version))
         var recorded: PaymentOrderAnswer?
@@ -224,7 +224,7 @@ extension MerchantAPI {
         }
         guard swedbankPay.isAllowed(href) else { throw MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
 
-        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(operation: "update-paymentorder-setinstrument", method: "PATCH",
+        let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "update-paymentorder-setinstrument", method: "PATCH",
                                                      url: href, body: input.document, traceID: context.traceID,
                                                      version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         let response = try forward(result, parsed) { _ in nil }
@@ -256,7 +256,7 @@ extension MerchantAPI {
         guard let record else { throw MerchantProblem.notFound("no payment order \(url.path) was created here") }
         var body = input.document.objectValue ?? [:]
         body["href"] = nil
-        let (result, parsed) = await swedbankPay.send(SwedbankPayClient.Call(
+        let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(
             operation: operation == "Abort" ? "abort" : "set-instrument", method: "PATCH", url: href, body: .object(body),
             traceID: context.traceID, version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         return try forward(result, parsed) { _ in nil }

@@ -118,13 +118,14 @@ final class SessionService: SessionEnvironment {
         return actor
     }
 
-    private func restore(_ record: Store.SessionRecord) -> SessionActor {
+    /// `href`: the record's view-paymentsession, when the caller has already opened it.
+    private func restore(_ record: Store.SessionRecord, href: String? = nil) -> SessionActor {
         let logged = (try? store.eventLog.pushedEvents(sessionID: record.id, afterSeq: 0)) ?? []
         let history = logged.map {
             SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]), session: record.id)
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
-        let machine = PaymentSessionMachine(restoring: storedHref(record), phase: phase, history: logged.map(\.summary),
+        let machine = PaymentSessionMachine(restoring: href ?? storedHref(record), phase: phase, history: logged.map(\.summary),
                                             setup: setup(id: record.id, device: storedDevice(record), publicBase: record.publicBaseURL))
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
                             traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history,
@@ -225,7 +226,8 @@ final class SessionService: SessionEnvironment {
         let terminal = [PaymentSessionMachine.Phase.completed, .canceled, .ended].map(\.rawValue)
         guard let records = try? store.unfinishedSessions(terminalPhases: terminal) else { return }
         for record in records where registry.session(record.id) == nil {
-            guard swedbankPay.isAllowed(storedHref(record)) else {
+            let href = storedHref(record)
+            guard swedbankPay.isAllowed(href) else {
                 // Its URL is on no allowed upstream origin (the configuration changed, or it never
                 // was): calling it again after every restart would only fail, so the session ends here.
                 store.eventLog.update(.init(id: record.id, phase: PaymentSessionMachine.Phase.ended.rawValue, atMs: nowMs()))
@@ -233,7 +235,7 @@ final class SessionService: SessionEnvironment {
                                      summary: "not picked up after restart: its upstream URL is on no allowed upstream origin"))
                 continue
             }
-            let actor = restore(record)
+            let actor = restore(record, href: href)
             registry.add(actor)
             self.record(LogEvent(atMs: nowMs(), sessionID: record.id, kind: "session.recovered",
                                  summary: "picked up after restart in \(record.phase)"))

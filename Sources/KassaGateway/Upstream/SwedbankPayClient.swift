@@ -94,8 +94,8 @@ final class SwedbankPayClient: Sendable {
 
     // MARK: One exchange
 
-    /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON).
-    func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) {
+    /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON), and how long it took.
+    func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?, durationMs: Double) {
         let url = UpstreamURL(call.url)
         // The event log redacts what it is given (tokens in this path included).
         let path = url?.path ?? call.url
@@ -153,7 +153,7 @@ final class SwedbankPayClient: Sendable {
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "error": .string(error.description)]))
         }
-        return (result, document)
+        return (result, document, ms)
     }
 
     // MARK: Beacons
@@ -204,11 +204,11 @@ final class SwedbankPayClient: Sendable {
         var retry = 0
         while true {
             let exchangeStarted = clock.nowMs()
-            let (result, document) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
+            let (result, document, durationMs) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
                                                      traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs))
             if let beacon {
                 let status: Int? = if case .success(let response) = result { response.status } else { nil }
-                postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(clock.nowMs() - exchangeStarted),
+                postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(durationMs),
                                        http: .init(requestUrl: call.href, method: call.method, responseStatusCode: status)), to: beacon)
             }
             let reason: String
