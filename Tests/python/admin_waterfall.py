@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import sys
+import time
 import urllib.request
 
 import websockets
@@ -87,6 +88,22 @@ def timeline(base, token, session_id):
     return http_json(f"{base}/v1/admin/sessions/{session_id}/timeline", {"Authorization": "Bearer " + token})
 
 
+def settled_timeline(base, token, session_id, seconds=10):
+    """The timeline once the session's last call (acknowledge-failed-attempt, made after the
+    SessionProblemOccurred push) is committed and nothing more arrives: the page, opened after,
+    must show the same events."""
+    deadline = time.monotonic() + seconds
+    previous = None
+    while True:
+        api = timeline(base, token, session_id)
+        acknowledged = any(e["kind"] == "upstream.response" and (e.get("data") or {}).get("operation") == "acknowledge-failed-attempt"
+                           for e in api["events"])
+        if (acknowledged and previous is not None and len(previous["events"]) == len(api["events"])) or time.monotonic() > deadline:
+            return api
+        previous = api
+        time.sleep(0.3)
+
+
 def main(base, api_key, token, screenshot):
     base = base.rstrip("/")
     session_id, pushed = asyncio.run(asyncio.wait_for(failed_card_payment(base, api_key), 30))
@@ -95,7 +112,7 @@ def main(base, api_key, token, screenshot):
     failures = []
     if pushed != expected_pushes:
         failures.append(f"the payment went otherwise than planned: {pushed}")
-    api = timeline(base, token, session_id)
+    api = settled_timeline(base, token, session_id)
     events = api["events"]
     responses = [e for e in events if e["kind"] == "upstream.response"]
     commands = [e for e in events if e["kind"] == "client.command"]
