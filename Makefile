@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 APT_PACKAGES := libwebsockets-dev libev-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
 TEST_APT_PACKAGES := chromium prometheus haproxy nodejs
-PIP_PACKAGES := websockets schemathesis playwright pyyaml openapi-spec-validator
+PIP_PACKAGES := websockets schemathesis playwright pyyaml openapi-spec-validator opentelemetry-proto
 KASSA := .build/debug/kassa
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -37,7 +37,7 @@ test-deps:
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@python3 -m pip --version >/dev/null 2>&1 || python3 -m ensurepip --upgrade
-	@python3 -c "import websockets, schemathesis, playwright, yaml, openapi_spec_validator" 2>/dev/null || python3 -m pip install -q $(PIP_PACKAGES)
+	@python3 -c "import websockets, schemathesis, playwright, yaml, openapi_spec_validator, opentelemetry.proto" 2>/dev/null || python3 -m pip install -q $(PIP_PACKAGES)
 
 build:
 	$(SWIFT) build

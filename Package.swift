@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -26,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // Traces: the gateway speaks swift-distributed-tracing's API; the executable exports the spans
+        // with swift-otel over OTLP/HTTP only (its gRPC exporter, and gRPC's cold build, left out).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module below.
@@ -65,6 +69,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Tracing", package: "swift-distributed-tracing"),
         ], resources: [
             // Embedded in the binary (PackageResources), so a deployment is one file.
             .embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/asyncapi.yaml"), .embedInCode("Resources/schemas.yaml"),
@@ -88,6 +93,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "OTel", package: "swift-otel"),
         ]),
         // The pure modules alone: no server, no socket, no database; fast.
         .testTarget(name: "KassaUnitTests", dependencies: ["KassaCore", "KassaEdge"]),

@@ -11,6 +11,12 @@ public enum TraceContext {
         return String(parts[1])
     }
 
+    /// The parent (span) id of a valid `traceparent` header, else nil.
+    public static func parentID(fromTraceparent header: String?) -> String? {
+        guard traceID(fromTraceparent: header) != nil, let header else { return nil }
+        return String(header.trimmingWhitespace.split(separator: "-")[2])
+    }
+
     /// A fresh 128-bit trace id.
     public static func newTraceID() -> String { Secrets.randomHex(bytes: 16) }
 
@@ -20,6 +26,8 @@ public enum TraceContext {
     }
 
     public static func isTraceID(_ s: String) -> Bool { s.count == 32 && s.allSatisfy(isLowerHex) }
+
+    public static func isSpanID(_ s: String) -> Bool { s.count == 16 && s.allSatisfy(isLowerHex) && !s.allSatisfy { $0 == "0" } }
 
     static func isLowerHex(_ c: Character) -> Bool { c.isASCII && (c.isNumber || ("a"..."f").contains(c)) }
 }

@@ -5,6 +5,7 @@ import KassaStore
 import KassaUpstream
 import Logging
 import Synchronization
+import Tracing
 
 /// The application behind the edge: one middleware chain (access log, problem
 /// rendering, rate limit, routing, authentication) in front of one route table, whose
@@ -24,6 +25,8 @@ public final class Gateway: EdgeHandler {
     let sessions: SessionService
     let merchant: MerchantAPI
     let support: SupportAPI
+    /// Spans: off unless the node was given a tracer (`--otlp-endpoint`).
+    let telemetry: Telemetry
     private let chain: MiddlewareChain
     let throttle: Throttle
     let crossOrigin: CrossOrigin
@@ -35,8 +38,9 @@ public final class Gateway: EdgeHandler {
 
     /// `tokenKeys`: derived from `configuration.clusterSecrets` (see `KassaNode`).
     public init(configuration: GatewayConfiguration, tokenKeys: TokenKeys, store: Store, upstream: UpstreamClient,
-                clock: any WallClock = SystemClock(), logger: Logger) {
+                clock: any WallClock = SystemClock(), telemetry: Telemetry = .off, logger: Logger) {
         self.configuration = configuration
+        self.telemetry = telemetry
         self.clock = clock
         self.store = store
         self.logger = logger
@@ -44,9 +48,9 @@ public final class Gateway: EdgeHandler {
         let metrics = KassaMetrics()
         self.metrics = metrics
         swedbankPay = SwedbankPayClient(configuration: configuration, http: upstream, eventLog: store.eventLog, metrics: metrics,
-                                        clock: clock, logger: logger)
+                                        clock: clock, telemetry: telemetry, logger: logger)
         sessions = SessionService(configuration: configuration, store: store, tokenKeys: tokenKeys, swedbankPay: swedbankPay,
-                                  metrics: metrics, clock: clock, logger: logger)
+                                  metrics: metrics, clock: clock, telemetry: telemetry, logger: logger)
         merchant = MerchantAPI(configuration: configuration, store: store, swedbankPay: swedbankPay, clock: clock, logger: logger)
         support = SupportAPI(store: store, node: configuration.nodeName, peers: configuration.peers,
                              adminToken: configuration.adminToken, http: upstream)
@@ -58,10 +62,10 @@ public final class Gateway: EdgeHandler {
                                       access: accessOf, metrics: metrics)
         self.crossOrigin = crossOrigin
         chain = MiddlewareChain(links: [
-            AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, logger: logger),
+            AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, telemetry: telemetry, logger: logger),
             // Outside the problem rendering, so a refusal a page must read (401, 409) carries CORS too.
             crossOrigin,
-            ProblemRendering(metrics: metrics, logger: logger),
+            ProblemRendering(metrics: metrics, telemetry: telemetry, logger: logger),
             throttle,
             Routing(router: router),
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: accessOf),
@@ -129,14 +133,21 @@ public final class Gateway: EdgeHandler {
 
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
         let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
-        let traceID = TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
-        let exchange = Exchange(request: request, requestID: requestID, traceID: traceID)
-        return await Exchange.$current.withValue(exchange) {
-            do { return try await chain.run(exchange) { try await self.route($0) } } catch {
-                // ProblemRendering catches everything below it; only the access log could throw here.
-                return .problem(for: error)
+        let span = telemetry.requestSpan(request, tls: configuration.edgeServesTLS)
+        // With tracing on, the span's trace (the caller's, or one the tracer began) is the request's.
+        let traceID = telemetry.ids(span.context)?.traceID
+            ?? TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
+        let exchange = Exchange(request: request, requestID: requestID, traceID: traceID, span: span)
+        let response = await Exchange.$current.withValue(exchange) {
+            await ServiceContext.withValue(span.context) {
+                do { return try await chain.run(exchange) { try await self.route($0) } } catch {
+                    // ProblemRendering catches everything below it; only the access log could throw here.
+                    return .problem(for: error)
+                }
             }
         }
+        telemetry.end(request: span, method: request.method, route: exchange.match?.route.pattern.description, status: response.status)
+        return response
     }
 
     /// The innermost step: the route's handler, once the links have let the request through.

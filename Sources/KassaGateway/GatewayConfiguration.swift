@@ -74,6 +74,8 @@ public struct GatewayConfiguration: Sendable {
     public var peers: [String] = []
     /// How this node marks its events and sessions when it has peers.
     public var nodeName = "kassa"
+    /// Where spans go over OTLP/HTTP (`http://collector:4318/v1/traces`); nil: no traces.
+    public var otlpEndpoint: String?
 
     /// Production's trampoline (swedbank-pay-sdk-mobile-example-merchant examples/node.js/routes/ios-universal-link-callback.js);
     /// test setups pass `stageTrampolineURL` (seed 000) with `--ios-trampoline-url`.

@@ -7,7 +7,7 @@ import KassaCore
 enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
                         "v6-session-client-device", "v7-session-public-base",
-                        "v8-idempotency-request", "v9-idempotency-redacted"]
+                        "v8-idempotency-request", "v9-idempotency-redacted", "v10-session-root-span"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -101,6 +101,11 @@ enum Migrations {
                 try db.execute(sql: "UPDATE idempotency SET key = ?, body = ? WHERE rowid = ?",
                                arguments: [Hashing.sha256Hex(row["key"] as String), Data(redacted), row["rowid"] as Int64])
             }
+        }
+        migrator.registerMigration("v10-session-root-span") { db in
+            // The span id of the request that created the session, so its spans after a restart
+            // still hang below it (traces are off by default: then it stays null).
+            try db.execute(sql: "ALTER TABLE sessions ADD COLUMN root_span_id TEXT")
         }
         return migrator
     }

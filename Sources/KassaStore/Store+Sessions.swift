@@ -22,10 +22,14 @@ extension Store {
         public var clientDeviceSealed: String?
         /// The gateway's public base URL when the session was created (its notification URL's base).
         public var publicBaseURL: String?
+        /// The span id of the request that created the session, when traces were on.
+        public var rootSpanID: String?
 
         public init(id: String, clientTokenSHA256: String, viewHref: String, payeeReference: String?, paymentOrderID: String?,
                     phase: String, createdAtMs: Int64, updatedAtMs: Int64, traceID: String? = nil, msisdnSuffix: String? = nil,
-                    lastProblemType: String? = nil, clientDeviceSealed: String? = nil, publicBaseURL: String? = nil) {
+                    lastProblemType: String? = nil, clientDeviceSealed: String? = nil, publicBaseURL: String? = nil,
+                    rootSpanID: String? = nil) {
+            self.rootSpanID = rootSpanID
             self.clientDeviceSealed = clientDeviceSealed
             self.publicBaseURL = publicBaseURL
             self.traceID = traceID
@@ -46,7 +50,8 @@ extension Store {
                       payeeReference: row["payee_reference"], paymentOrderID: row["payment_order_id"], phase: row["phase"],
                       createdAtMs: row["created_at_ms"], updatedAtMs: row["updated_at_ms"], traceID: row["trace_id"],
                       msisdnSuffix: row["msisdn_suffix"], lastProblemType: row["last_problem_type"],
-                      clientDeviceSealed: row["client_device_sealed"], publicBaseURL: row["public_base_url"])
+                      clientDeviceSealed: row["client_device_sealed"], publicBaseURL: row["public_base_url"],
+                      rootSpanID: row["root_span_id"])
         }
     }
 
@@ -62,11 +67,11 @@ extension Store {
     static func insert(_ s: SessionRecord, _ db: Database) throws {
         try db.execute(sql: """
                 INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
-                                     trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url, root_span_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
                                   s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType, s.clientDeviceSealed,
-                                  s.publicBaseURL])
+                                  s.publicBaseURL, s.rootSpanID])
     }
 
     public func session(id: String) throws -> SessionRecord? {

@@ -6,6 +6,7 @@ import KassaSimulator
 import KassaStore
 import KassaUpstream
 import Logging
+import OTel
 import ServiceLifecycle
 import Synchronization
 
@@ -21,6 +22,9 @@ final class KassaNode: Service, Sendable {
     /// The embedded simulator, when no upstream URL was configured.
     let simulator: Simulator?
     let retention: Retention
+    /// Exports spans over OTLP/HTTP when `otlpEndpoint` is set. It stops after the node, so the
+    /// spans of the drain go out too.
+    let traceExport: ServiceGroup?
     let logger: Logger
     private let started = Mutex(false)
     /// Called once the port is open, with the port (`kassa serve` prints where to go next).
@@ -61,13 +65,34 @@ final class KassaNode: Service, Sendable {
             simulator = nil
         }
         upstream = UpstreamClient(maxCachedConnections: gatewayConfiguration.upstreamKeptConnections)
+        let telemetry: Telemetry
+        (telemetry, traceExport) = try Self.tracing(endpoint: gatewayConfiguration.otlpEndpoint, nodeName: gatewayConfiguration.nodeName,
+                                                    logger: logger)
         gateway = Gateway(configuration: gatewayConfiguration, tokenKeys: tokenKeys, store: store, upstream: upstream,
-                          clock: clock, logger: logger)
+                          clock: clock, telemetry: telemetry, logger: logger)
         edge = EdgeServer(configuration: edgeConfiguration, handler: gateway)
         self.retention = retention
         self.logger = logger
         gateway.attach(edge)
         gateway.recoverSessions()
+    }
+
+    /// swift-otel's tracer and its exporter for `endpoint` (OTLP/HTTP, protobuf); no tracing without one.
+    /// Only traces: metrics stay with Prometheus and logs with the JSON lines, which carry the ids.
+    /// The `OTEL_*` environment variables (batch delay, headers, sampler) still apply.
+    static func tracing(endpoint: String?, nodeName: String, logger: Logger) throws -> (Telemetry, ServiceGroup?) {
+        guard let endpoint else { return (.off, nil) }
+        var configuration = OTel.Configuration.default
+        configuration.serviceName = "kassa"
+        configuration.resourceAttributes = ["service.instance.id": nodeName, "service.version": KassaVersion.string]
+        configuration.diagnosticLogger = .custom(logger)
+        configuration.logs.enabled = false
+        configuration.metrics.enabled = false
+        configuration.traces.exporter = .otlp
+        configuration.traces.otlpExporter.protocol = .httpProtobuf
+        configuration.traces.otlpExporter.endpoint = endpoint
+        let (tracer, exporter) = try OTel.makeTracingBackend(configuration: configuration)
+        return (Telemetry(tracer: tracer), ServiceGroup(configuration: .init(services: [exporter], logger: logger)))
     }
 
     /// The secret a node without `--cluster-secret` seals with: kept in `<database>.key`
@@ -109,6 +134,7 @@ final class KassaNode: Service, Sendable {
     /// event log could not take every event (they are then in the process log).
     func run() async throws {
         try start()
+        let exporting = traceExport.map { group in Task { try await group.run() } }
         logger.info("listening", metadata: ["address": "\(edge.configuration.host):\(port)", "db": "\(store.path)",
                                             "upstream": "\(simulator.map { "embedded simulator at \($0.baseURL)" } ?? gateway.configuration.upstreamURL)"])
         onListening(port)
@@ -120,7 +146,12 @@ final class KassaNode: Service, Sendable {
             }
         }
         logger.info("stopping")
-        guard await stop() else { throw UnwrittenEvents() }
+        let stopped = await stop()
+        if let traceExport {
+            await traceExport.triggerGracefulShutdown()
+            _ = try? await exporting?.value
+        }
+        guard stopped else { throw UnwrittenEvents() }
     }
 
     struct UnwrittenEvents: Error, CustomStringConvertible {

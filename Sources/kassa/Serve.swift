@@ -95,6 +95,8 @@ struct Serve: AsyncParsableCommand {
     var nodeName: String?
     @Option(name: .customLong("cors-origins"), help: "Comma-separated web origins (https://shop.example) whose pages may call the client endpoints and open streams. (KASSA_CORS_ORIGINS, default none)")
     var corsOrigins: String?
+    @Option(name: .customLong("otlp-endpoint"), help: "OTLP/HTTP collector URL spans are exported to (http://collector:4318; a URL without a path gets /v1/traces); empty: no traces. (KASSA_OTLP_ENDPOINT, default none)")
+    var otlpEndpoint: String?
     @Option(name: .customLong("retention-days"), help: "Days events are kept. (KASSA_RETENTION_DAYS, default 30)")
     var retentionDays: Int?
     @Option(name: .customLong("retention-max-bytes"), help: "Largest size of the live data; the oldest events go first. (KASSA_RETENTION_MAX_BYTES, default 1073741824)")
@@ -188,6 +190,9 @@ struct Serve: AsyncParsableCommand {
             }
             gateway.corsOrigins.append(normalized)
         }
+        if let endpoint = setting(otlpEndpoint, "KASSA_OTLP_ENDPOINT", default: "").nonEmpty {
+            gateway.otlpEndpoint = try Self.tracesURL(endpoint)
+        }
         gateway.rateLimitPerIP = Double(try setting(rateLimitIP, "KASSA_RATE_LIMIT_IP", default: 0))
         gateway.rateLimitPerKey = Double(try setting(rateLimitKey, "KASSA_RATE_LIMIT_KEY", default: 0))
         gateway.authFailuresPerMinute = try setting(authFailureLimit, "KASSA_AUTH_FAILURE_LIMIT", default: 30)
@@ -230,6 +235,15 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         logger.info("stopped")
+    }
+
+    /// The OTLP/HTTP traces URL for `--otlp-endpoint`: a collector's base URL gets the signal's path.
+    static func tracesURL(_ endpoint: String) throws -> String {
+        guard let url = URLComponents(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host?.isEmpty == false,
+              url.query == nil else {
+            throw ValidationError("--otlp-endpoint takes an http(s) URL such as http://collector:4318: \(endpoint)")
+        }
+        return url.path.isEmpty || url.path == "/" ? (endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint) + "/v1/traces" : endpoint
     }
 
     /// Where to go next, on the terminal once the port is open: the demo, the admin page and the

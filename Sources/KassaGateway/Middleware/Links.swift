@@ -11,6 +11,7 @@ struct AccessLog: Middleware {
     let metrics: KassaMetrics
     let eventLog: EventLog
     let clock: any WallClock
+    let telemetry: Telemetry
     let logger: Logger
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
@@ -23,8 +24,9 @@ struct AccessLog: Middleware {
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         let routeName = exchange.routeName
         metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
-        logger.debug("\(request.method.rawValue) \(request.path) \(response.status)",
-                     metadata: ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"])
+        var metadata: Logger.Metadata = ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"]
+        if let spanID = telemetry.ids(exchange.span.context)?.spanID { metadata["span_id"] = "\(spanID)" }
+        logger.debug("\(request.method.rawValue) \(request.path) \(response.status)", metadata: metadata)
         if routeName != "health" {
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: exchange.sessionID,
@@ -42,6 +44,7 @@ struct AccessLog: Middleware {
 /// `instance`, counted by type. Any other error is a 500 that does not leak its cause.
 struct ProblemRendering: Middleware {
     let metrics: KassaMetrics
+    let telemetry: Telemetry
     let logger: Logger
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
@@ -49,7 +52,9 @@ struct ProblemRendering: Middleware {
             return try await next(exchange)
         } catch {
             if !ProblemError.isProblem(error) {
-                logger.error("request failed", metadata: ["request_id": "\(exchange.requestID)", "error": "\(error)"])
+                var metadata: Logger.Metadata = ["request_id": "\(exchange.requestID)", "trace_id": "\(exchange.traceID)", "error": "\(error)"]
+                if let spanID = telemetry.ids(exchange.span.context)?.spanID { metadata["span_id"] = "\(spanID)" }
+                logger.error("request failed", metadata: metadata)
             }
             var answer = ProblemError(answering: error)
             if answer.problem.instance == nil { answer.problem.instance = "urn:kassa:request:\(exchange.requestID)" }

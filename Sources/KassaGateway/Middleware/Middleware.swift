@@ -1,6 +1,7 @@
 import KassaCore
 import KassaEdge
 import Synchronization
+import Tracing
 
 /// One HTTP request on its way through the middleware chain: what the outer links
 /// set for the inner ones (ids, the route) and what the handler tells the access log.
@@ -8,6 +9,8 @@ final class Exchange: Sendable {
     let request: HTTPRequest
     let requestID: String
     let traceID: String
+    /// The request's server span (a no-op one with tracing off).
+    let span: any Span
     private let notes = Mutex<(routeName: String, sessionID: String?)>(("unmatched", nil))
     /// The route routing found, with its path parameters.
     private let found = Mutex<(route: Route<Gateway>, parameters: [String: String])?>(nil)
@@ -17,10 +20,11 @@ final class Exchange: Sendable {
         set { found.withLock { $0 = newValue } }
     }
 
-    init(request: HTTPRequest, requestID: String, traceID: String) {
+    init(request: HTTPRequest, requestID: String, traceID: String, span: any Span) {
         self.request = request
         self.requestID = requestID
         self.traceID = traceID
+        self.span = span
     }
 
     /// The bounded route name for logs and metrics ("unmatched" until routing found one).

@@ -2,6 +2,7 @@ import Foundation
 import KassaCore
 import KassaEdge
 import KassaStore
+import Tracing
 
 /// The Sessions API (`/v1/sessions`): create a PaymentSession, read it, and
 /// send it commands over HTTP — the same commands the WebSocket takes.
@@ -98,7 +99,8 @@ extension Gateway {
         let actor: SessionActor, token: String
         do {
             (actor, token) = try await sessions.create(id: id, href: href, payeeReference: payeeReference, paymentOrderID: paymentOrderID,
-                                                       device: device, publicBase: merchant.publicBase(context.request), traceID: context.traceID)
+                                                       device: device, publicBase: merchant.publicBase(context.request), traceID: context.traceID,
+                                                       root: ServiceContext.current ?? .topLevel)
         } catch {
             throw Problem.serviceUnavailable("the session cannot be stored: \(Store.reason(error))")
         }

@@ -2,6 +2,7 @@ import Foundation
 import KassaCore
 import KassaStore
 import Synchronization
+import Tracing
 
 /// One pushed event with its place in the session's stream, kept as the frame's
 /// JSON text: serialised once for every subscriber and replay, and a fraction of the
@@ -27,6 +28,14 @@ actor SessionActor {
     let clientTokenSHA256: String
     /// The W3C trace id of the request that created the session; every call and event carries it.
     let traceID: String
+    /// The span every span of the session goes below: the creating request's, or one saying how the
+    /// session came back from the store. `.topLevel` with tracing off.
+    let root: ServiceContext
+    /// What polls upstream go below: the latest command's span (the root before any), so a payment
+    /// the payer completed in another app shows below the command that started it.
+    private var pollParent: ServiceContext
+    /// Push spans not yet ended, by seq: each ends once its frame is handed to the edge.
+    private var pushSpans: [Int64: any Span] = [:]
     /// Everything outside the session; the service that holds this actor, so not retained.
     private unowned let environment: any SessionEnvironment
     private var machine: PaymentSessionMachine
@@ -47,9 +56,11 @@ actor SessionActor {
     nonisolated let endedAtMs = Atomic<Int64>(0)
 
     /// `seqBase`: for a session picked up from another node, the last seq its client saw.
-    init(id: String, clientTokenSHA256: String, traceID: String, machine: PaymentSessionMachine, history: [SequencedPush],
-         seqBase: Int64 = 0, endedAtMs: Int64 = 0, environment: any SessionEnvironment) {
+    init(id: String, clientTokenSHA256: String, traceID: String, root: ServiceContext, machine: PaymentSessionMachine,
+         history: [SequencedPush], seqBase: Int64 = 0, endedAtMs: Int64 = 0, environment: any SessionEnvironment) {
         self.id = id
+        self.root = root
+        self.pollParent = root
         self.endedAtMs.store(machine.phase.isTerminal ? endedAtMs : 0, ordering: .relaxed)
         self.traceID = traceID
         self.clientTokenSHA256 = clientTokenSHA256
@@ -60,7 +71,7 @@ actor SessionActor {
         self.sentUpTo = seq
         self.lastPhase = machine.phase
         self.initialPhaseIsTerminal = machine.phase.isTerminal
-        environment.phaseChanged(id: id, traceID: traceID, from: nil, to: machine.phase)
+        environment.phaseChanged(id: id, traceID: traceID, root: root, from: nil, to: machine.phase)
     }
 
     var phase: PaymentSessionMachine.Phase { machine.phase }
@@ -71,7 +82,7 @@ actor SessionActor {
     func start() async {
         guard !started, !initialPhaseIsTerminal else { return }
         started = true
-        await run(machine.start())
+        await run(machine.start(), cause: root)
     }
 
     /// A client command; the problem says why it was refused.
@@ -82,6 +93,9 @@ actor SessionActor {
             return await restored.command(command, source: source)
         }
         await start()
+        let span = commandSpan(command, source: source)
+        defer { span.end() }
+        pollParent = span.context
         environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "client.command",
                                                summary: "\(source): \(Self.name(command))", traceID: traceID,
                                                data: ["command": .string(Self.name(command)), "source": .string(source)]))
@@ -96,14 +110,29 @@ actor SessionActor {
         }
         switch result {
         case .success(let effects):
-            await run(effects)
+            await run(effects, cause: span.context)
             return nil
         case .failure(let problem):
+            if environment.telemetry.isOn { span.failed(problem.type) }
             environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "problem", level: .warning,
                                                    summary: "command refused: \(problem.detail ?? problem.title)", traceID: traceID,
                                                    data: ["problem": problem.json]))
             return problem
         }
+    }
+
+    /// A command's span, below the session's root. A command sent over HTTP also links to that request's span.
+    private func commandSpan(_ command: PaymentSessionMachine.Command, source: String) -> any Span {
+        let telemetry = environment.telemetry
+        let span = telemetry.span("command \(Self.name(command))", kind: .server, parent: root)
+        guard telemetry.isOn else { return span }
+        span.updateAttributes { a in
+            a["kassa.session.id"] = id
+            a["kassa.command.name"] = Self.name(command)
+            a["kassa.command.source"] = source
+        }
+        if let request = ServiceContext.current, telemetry.ids(request) != nil { span.addLink(SpanLink(context: request, attributes: [:])) }
+        return span
     }
 
     static func name(_ command: PaymentSessionMachine.Command) -> String {
@@ -167,7 +196,9 @@ actor SessionActor {
         eventLoggingHref.map { .init(href: $0, device: machine.device) }
     }
 
-    private func run(_ effects: [PaymentSessionMachine.Effect]) async {
+    /// `cause`: the span of what led to these effects (the session's start, a command, an upstream
+    /// call's outcome); the spans of the effects go below it.
+    private func run(_ effects: [PaymentSessionMachine.Effect], cause: ServiceContext) async {
         if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }) { eventLoggingHref = op.href }
         var fresh = false
         for effect in effects {
@@ -179,6 +210,9 @@ actor SessionActor {
                 let problemType = event.type.isProblem ? event.data["problem"]?["type"]?.stringValue : nil
                 environment.pushed(type: event.type.rawValue, problemType: problemType)
                 pushes.append(push)
+                if environment.telemetry.isOn {
+                    pushSpans[push.seq] = pushSpan(type: event.type.rawValue, seq: push.seq, problemType: problemType, cause: cause)
+                }
                 environment.record(LogEvent(atMs: atMs, sessionID: id, seq: push.seq, kind: "push.sent",
                                                        level: event.type.isProblem ? .warning : .info,
                                                        summary: event.type.rawValue, traceID: traceID, data: event.data))
@@ -190,8 +224,8 @@ actor SessionActor {
                 fresh = true
             case .call(let call):
                 Task { [environment, id, traceID, beaconTarget] in
-                    let outcome = await environment.perform(call, sessionID: id, traceID: traceID, beacon: beaconTarget)
-                    await self.deliver(outcome, for: call)
+                    let (outcome, span) = await environment.perform(call, sessionID: id, traceID: traceID, beacon: beaconTarget, parent: cause)
+                    await self.deliver(outcome, for: call, cause: span)
                 }
             case .schedulePoll(let afterMs, let generation):
                 Task {
@@ -201,8 +235,26 @@ actor SessionActor {
             }
         }
         await recordPhase()
-        if fresh { await sendCommitted() }
+        if fresh { await sendCommitted(cause: cause) }
         noteQuiet()
+    }
+
+    /// A push's span, a producer's in OpenTelemetry's messaging terms: from the state change until
+    /// the edge has the frame, so the commit it waits for is inside it. A problem push is marked failed.
+    private func pushSpan(type: String, seq: Int64, problemType: String?, cause: ServiceContext) -> any Span {
+        let telemetry = environment.telemetry
+        let span = telemetry.span("push \(type)", kind: .producer, parent: cause)
+        span.updateAttributes { a in
+            a["messaging.system"] = "kassa"
+            a["messaging.operation.type"] = "send"
+            a["messaging.destination.name"] = "session stream"
+            a["messaging.message.id"] = "\(seq)"
+            a["kassa.session.id"] = id
+            a["kassa.push.type"] = type
+            a["kassa.push.seq"] = Int(seq)
+        }
+        if let problemType { span.failed(problemType) }
+        return span
     }
 
     // MARK: Leaving memory while the payer is away
@@ -228,18 +280,18 @@ actor SessionActor {
         _ = quietSinceMs.compareExchange(expected: seen, desired: quiet ? environment.nowMs() : 0, ordering: .acquiringAndReleasing)
     }
 
-    private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall) async {
+    private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall, cause: ServiceContext) async {
         switch outcome {
-        case .output(let output): await run(machine.received(output, for: call))
-        case .conflict(let problem): await run(machine.conflict(call, problem: problem))
+        case .output(let output): await run(machine.received(output, for: call), cause: cause)
+        case .conflict(let problem): await run(machine.conflict(call, problem: problem), cause: cause)
         case .refused(let status, let problem, let reason):
-            await run(machine.failed(call, reason: reason, status: status, upstreamProblem: problem))
-        case .failed(let reason): await run(machine.failed(call, reason: reason))
+            await run(machine.failed(call, reason: reason, status: status, upstreamProblem: problem), cause: cause)
+        case .failed(let reason): await run(machine.failed(call, reason: reason), cause: cause)
         }
     }
 
     private func poll(_ generation: Int) async {
-        await run(machine.pollDue(generation))
+        await run(machine.pollDue(generation), cause: pollParent)
     }
 
     private func recordPhase() async {
@@ -251,18 +303,30 @@ actor SessionActor {
         environment.record(LogEvent(atMs: environment.nowMs(), sessionID: id, kind: "state.transition",
                                                summary: "\(from.rawValue) → \(phase.rawValue)", traceID: traceID,
                                                data: ["from": .string(from.rawValue), "to": .string(phase.rawValue)]))
-        environment.phaseChanged(id: id, traceID: traceID, from: from, to: phase)
+        environment.phaseChanged(id: id, traceID: traceID, root: root, from: from, to: phase)
     }
 
     /// Waits until every push so far is committed, then sends those not yet sent, in order.
-    private func sendCommitted() async {
+    private func sendCommitted(cause: ServiceContext) async {
         let target = seq
+        let telemetry = environment.telemetry
+        let commit = telemetry.span("event-log commit", kind: .client, parent: cause)
+        if telemetry.isOn {
+            commit.updateAttributes { a in
+                a["db.system.name"] = "sqlite"
+                a["db.operation.name"] = "COMMIT"
+                a["kassa.session.id"] = id
+                a["kassa.push.seq"] = Int(target)
+            }
+        }
         await environment.committed()
+        commit.end()
         guard target > sentUpTo else { return }
         let ready = pushes.filter { $0.seq > sentUpTo && $0.seq <= target }
         sentUpTo = target
         for push in ready {
             for connection in subscribers { environment.send(push.text, to: connection, stamp: push.madeAt) }
+            pushSpans.removeValue(forKey: push.seq)?.end()
         }
     }
 }

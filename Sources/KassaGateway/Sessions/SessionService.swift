@@ -4,13 +4,15 @@ import KassaEdge
 import KassaStore
 import Logging
 import Synchronization
+import Tracing
 
 /// What a `SessionActor` needs from outside: upstream calls, the event log, the
 /// connections it pushes to, and the node's bookkeeping. Narrow on purpose: the actor
 /// knows nothing of routes, handlers or other sessions.
 protocol SessionEnvironment: AnyObject, Sendable {
-    /// One upstream call, with the retry policy applied.
-    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: SwedbankPayClient.BeaconTarget?) async -> SessionCallOutcome
+    /// One upstream call, with the retry policy applied; and the call's span, which its outcome's work goes below.
+    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: SwedbankPayClient.BeaconTarget?,
+                 parent: ServiceContext) async -> (outcome: SessionCallOutcome, span: ServiceContext)
     /// Reports what Kassa did in the client's place to Swedbank Pay's event-logging, best effort.
     func beacon(_ event: ClientEvent, to target: SwedbankPayClient.BeaconTarget)
     /// Appends to the event log (written in the next batch).
@@ -20,11 +22,12 @@ protocol SessionEnvironment: AnyObject, Sendable {
     func committed() async
     /// Queues a frame for a stream's connection.
     func send(_ frame: [UInt8], to connection: UInt64, stamp: ContinuousClock.Instant?)
-    func phaseChanged(id: String, traceID: String, from: PaymentSessionMachine.Phase?, to: PaymentSessionMachine.Phase)
+    func phaseChanged(id: String, traceID: String, root: ServiceContext, from: PaymentSessionMachine.Phase?, to: PaymentSessionMachine.Phase)
     func pushed(type: String, problemType: String?)
     /// The session as the store has it, for an actor that was dropped from memory after it was found.
     func readBack(_ id: String) -> SessionActor?
     func nowMs() -> Int64
+    var telemetry: Telemetry { get }
 }
 
 /// The sessions this node holds: creating them, finding them in memory or reading them
@@ -38,14 +41,16 @@ final class SessionService: SessionEnvironment {
     let swedbankPay: SwedbankPayClient
     let metrics: KassaMetrics
     let clock: any WallClock
+    let telemetry: Telemetry
     let logger: Logger
     private let edgeReference = Mutex<EdgeServer?>(nil)
     /// Session streams by connection, each with its ordered inbox.
     let streamInboxes = Mutex<[UInt64: StreamInbox]>([:])
 
     init(configuration: GatewayConfiguration, store: Store, tokenKeys: TokenKeys, swedbankPay: SwedbankPayClient,
-         metrics: KassaMetrics, clock: any WallClock, logger: Logger) {
+         metrics: KassaMetrics, clock: any WallClock, telemetry: Telemetry, logger: Logger) {
         self.configuration = configuration
+        self.telemetry = telemetry
         self.clock = clock
         self.store = store
         self.tokenKeys = tokenKeys
@@ -65,8 +70,9 @@ final class SessionService: SessionEnvironment {
 
     /// A new session for a view-paymentsession `href`; returns it with its client token.
     /// `id` comes from `newID()`, made before the payment order so its events carry it too.
+    /// `root`: the span of the request that creates it, the root of the session's spans.
     func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, device: ClientDevice?,
-                publicBase: String?, traceID: String) async throws -> (SessionActor, String) {
+                publicBase: String?, traceID: String, root: ServiceContext) async throws -> (SessionActor, String) {
         let now = nowMs()
         let token = SessionToken.issue(sessionID: id, href: href, expiresAt: tokenExpiry(createdAtMs: now),
                                        device: device, publicBase: publicBase, keys: tokenKeys)
@@ -74,10 +80,11 @@ final class SessionService: SessionEnvironment {
                                          payeeReference: payeeReference,
                                          paymentOrderID: paymentOrderID, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
-                                         clientDeviceSealed: sealed(device), publicBaseURL: publicBase)
+                                         clientDeviceSealed: sealed(device), publicBaseURL: publicBase,
+                                         rootSpanID: telemetry.ids(root)?.spanID)
         try await store.insertSession(record)
         let machine = PaymentSessionMachine(sessionURL: href, setup: setup(id: id, device: device, publicBase: publicBase))
-        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
+        let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, root: root, machine: machine,
                                  history: [], environment: self)
         registry.add(actor)
         // Only the platform is logged: the rest describes the payer's device.
@@ -119,7 +126,8 @@ final class SessionService: SessionEnvironment {
     }
 
     /// `href`: the record's view-paymentsession, when the caller has already opened it.
-    private func restore(_ record: Store.SessionRecord, href: String? = nil) -> SessionActor {
+    /// `how`: why it is read back (`read back`, `recovered`), as its spans say.
+    private func restore(_ record: Store.SessionRecord, href: String? = nil, how: String = "read back") -> SessionActor {
         let logged = (try? store.eventLog.pushedEvents(sessionID: record.id, afterSeq: 0)) ?? []
         let history = logged.map {
             SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]), session: record.id)
@@ -127,9 +135,20 @@ final class SessionService: SessionEnvironment {
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
         let machine = PaymentSessionMachine(restoring: href ?? storedHref(record), phase: phase, history: logged.map(\.summary),
                                             setup: setup(id: record.id, device: storedDevice(record), publicBase: record.publicBaseURL))
+        let traceID = record.traceID ?? TraceContext.newTraceID()
         return SessionActor(id: record.id, clientTokenSHA256: record.clientTokenSHA256,
-                            traceID: record.traceID ?? TraceContext.newTraceID(), machine: machine, history: history,
-                            endedAtMs: record.updatedAtMs, environment: self)
+                            traceID: traceID, root: continuedRoot(record.id, traceID: traceID, rootSpanID: record.rootSpanID, how: how),
+                            machine: machine, history: history, endedAtMs: record.updatedAtMs, environment: self)
+    }
+
+    /// The root of a session's later spans once it was read back from the store: a span in its
+    /// trace, below the request that created it, saying how it came back.
+    private func continuedRoot(_ id: String, traceID: String, rootSpanID: String?, how: String) -> ServiceContext {
+        guard telemetry.isOn else { return .topLevel }
+        let span = telemetry.span("session \(how)", parent: telemetry.remoteParent(traceID: traceID, spanID: rootSpanID))
+        span.attributes["kassa.session.id"] = id
+        span.end()
+        return span.context
     }
 
     static let devicePurpose = "session client device"
@@ -199,23 +218,31 @@ final class SessionService: SessionEnvironment {
         let now = nowMs()
         guard let token, let claim = SessionToken.open(token, keys: tokenKeys), claim.sessionID == id, claim.expiresAt > now / 1000,
               PaymentURLHelper.isSafeID(id), swedbankPay.isAllowed(claim.href) else { return nil }
-        let traceID = TraceContext.newTraceID()
+        // A new trace: the creating node's is not known here.
+        let adopted = telemetry.span("session adopted", parent: .topLevel)
+        adopted.attributes["kassa.session.id"] = id
+        adopted.end()
+        let root = adopted.context
+        let traceID = telemetry.ids(root)?.traceID ?? TraceContext.newTraceID()
         let record = Store.SessionRecord(id: id, clientTokenSHA256: Hashing.sha256Hex(token), viewHref: sealed(href: claim.href, id: id),
                                          payeeReference: nil,
                                          paymentOrderID: nil, phase: PaymentSessionMachine.Phase.starting.rawValue,
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
-                                         clientDeviceSealed: sealed(claim.device), publicBaseURL: claim.publicBase)
+                                         clientDeviceSealed: sealed(claim.device), publicBaseURL: claim.publicBase,
+                                         rootSpanID: telemetry.ids(root)?.spanID)
         do { try store.insertSessionNow(record) } catch { return registry.session(id) }
         let machine = PaymentSessionMachine(restoring: claim.href, phase: .starting,
                                             history: since > 0 ? ["PaymentSessionFetched"] : [],
                                             setup: setup(id: id, device: claim.device, publicBase: claim.publicBase))
-        let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, machine: machine,
+        let candidate = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, root: root, machine: machine,
                                      history: [], seqBase: since, environment: self)
         let actor = registry.add(candidate)
         guard actor === candidate else { return actor }
         self.record(LogEvent(atMs: now, sessionID: id, kind: "session.adopted",
                         summary: "picked up from another node, continuing after seq \(since)", traceID: traceID))
-        logger.info("session adopted", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)", "since": "\(since)"])
+        var metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "since": "\(since)"]
+        for (key, value) in telemetry.logMetadata(root) { metadata[key] = "\(value)" }
+        logger.info("session adopted", metadata: metadata)
         Task { await actor.start() }
         return actor
     }
@@ -235,7 +262,7 @@ final class SessionService: SessionEnvironment {
                                      summary: "not picked up after restart: its upstream URL is on no allowed upstream origin"))
                 continue
             }
-            let actor = restore(record, href: href)
+            let actor = restore(record, href: href, how: "recovered")
             registry.add(actor)
             self.record(LogEvent(atMs: nowMs(), sessionID: record.id, kind: "session.recovered",
                                  summary: "picked up after restart in \(record.phase)"))
@@ -285,8 +312,9 @@ final class SessionService: SessionEnvironment {
 
     // MARK: SessionEnvironment
 
-    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: SwedbankPayClient.BeaconTarget?) async -> SessionCallOutcome {
-        await swedbankPay.perform(call, sessionID: sessionID, traceID: traceID, beacon: beacon)
+    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: SwedbankPayClient.BeaconTarget?,
+                 parent: ServiceContext) async -> (outcome: SessionCallOutcome, span: ServiceContext) {
+        await swedbankPay.perform(call, sessionID: sessionID, traceID: traceID, beacon: beacon, parent: parent)
     }
 
     func beacon(_ event: ClientEvent, to target: SwedbankPayClient.BeaconTarget) { swedbankPay.postBeacon(event, to: target) }
@@ -301,14 +329,15 @@ final class SessionService: SessionEnvironment {
         edge?.send(connection, bytes: frame, stamp: stamp)
     }
 
-    func phaseChanged(id: String, traceID: String, from: PaymentSessionMachine.Phase?, to phase: PaymentSessionMachine.Phase) {
+    func phaseChanged(id: String, traceID: String, root: ServiceContext, from: PaymentSessionMachine.Phase?, to phase: PaymentSessionMachine.Phase) {
         metrics.sessionState(from: from?.rawValue, to: phase.rawValue)
         let now = nowMs()
         store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: now))
         if phase.isTerminal { registry.ended(id, dueMs: now + Int64(configuration.endedSessionMemorySeconds * 1000)) }
         if let from {
-            logger.info("session \(phase.rawValue)", metadata: ["session_id": "\(id)", "trace_id": "\(traceID)",
-                                                               "from": "\(from.rawValue)", "to": "\(phase.rawValue)"])
+            var metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "from": "\(from.rawValue)", "to": "\(phase.rawValue)"]
+            for (key, value) in telemetry.logMetadata(root) { metadata[key] = "\(value)" }
+            logger.info("session \(phase.rawValue)", metadata: metadata)
         }
     }
 

@@ -4,6 +4,7 @@ import KassaStore
 import KassaUpstream
 import Logging
 import Synchronization
+import Tracing
 
 /// Swedbank Pay as the gateway calls it: every exchange written to the event log as an
 /// `upstream.request` / `upstream.response` pair with redacted bodies, timed in metrics,
@@ -24,6 +25,10 @@ final class SwedbankPayClient: Sendable {
         var version: PaymentOrderVersion? = nil
         /// The exchange's time limit; nil: the configured one.
         var timeoutMs: Int? = nil
+        /// The span the exchange is made for (a request's by default; a session call's for a session).
+        var parent: ServiceContext = .current ?? .topLevel
+        /// How many times this exchange was sent before (`http.request.resend_count`).
+        var resendCount = 0
     }
 
     /// Card calls (`SessionCall.takesLonger`) get three times the time of the others and half as
@@ -35,6 +40,7 @@ final class SwedbankPayClient: Sendable {
     private let eventLog: EventLog
     private let metrics: KassaMetrics
     private let clock: any WallClock
+    private let telemetry: Telemetry
     private let logger: Logger
     /// The configured upstream URL's origin, `scheme://host:port` (parsed once, at start-up).
     let upstreamOrigin: String
@@ -47,8 +53,9 @@ final class SwedbankPayClient: Sendable {
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, reachable: Bool)>((nil, false))
 
     init(configuration: GatewayConfiguration, http: UpstreamClient, eventLog: EventLog, metrics: KassaMetrics, clock: any WallClock,
-         logger: Logger) {
+         telemetry: Telemetry, logger: Logger) {
         self.configuration = configuration
+        self.telemetry = telemetry
         self.clock = clock
         self.http = http
         self.eventLog = eventLog
@@ -101,7 +108,12 @@ final class SwedbankPayClient: Sendable {
         let path = url?.path ?? call.url
         let mediaType = call.version?.mediaType ?? "application/json"
         var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", mediaType)]
-        if TraceContext.isTraceID(call.traceID) { headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID))) }
+        let span = attemptSpan(call, url: url, path: path)
+        if let traceparent = telemetry.traceparent(span.context) {
+            headers.append(("traceparent", traceparent))
+        } else if TraceContext.isTraceID(call.traceID) {
+            headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID)))
+        }
         var bodyBytes: [UInt8]?
         if let body = call.body {
             headers.append(("Content-Type", mediaType))
@@ -153,7 +165,52 @@ final class SwedbankPayClient: Sendable {
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "error": .string(error.description)]))
         }
+        end(attempt: span, result)
         return (result, document, ms)
+    }
+
+    /// An HTTP client span for one exchange (OpenTelemetry's HTTP conventions). The URL is
+    /// redacted like the event log's, since a session's path is its bearer token upstream.
+    private func attemptSpan(_ call: Call, url: UpstreamURL?, path: String) -> any Span {
+        let span = telemetry.span(call.method, kind: .client, parent: call.parent)
+        guard telemetry.isOn else { return span }
+        span.updateAttributes { a in
+            a["http.request.method"] = call.method
+            a["kassa.upstream.operation"] = call.operation
+            if let url {
+                a["server.address"] = url.host
+                a["server.port"] = url.port
+                a["url.full"] = url.origin + Redaction.redactText(path)
+            }
+            if call.resendCount > 0 { a["http.request.resend_count"] = call.resendCount }
+        }
+        return span
+    }
+
+    private func end(attempt span: any Span, _ result: Result<UpstreamResponse, UpstreamError>) {
+        if telemetry.isOn {
+            switch result {
+            case .success(let response):
+                span.attributes["http.response.status_code"] = response.status
+                if response.status >= 400 { span.failed("\(response.status)") }
+            case .failure(let error):
+                span.failed(Self.errorType(error))
+            }
+        }
+        span.end()
+    }
+
+    /// A transport failure's `error.type`: a low-cardinality name, never its message.
+    static func errorType(_ error: UpstreamError) -> String {
+        switch error {
+        case .timeout: return "timeout"
+        case .connectFailed(let why): return why.hasPrefix("circuit breaker open") ? "circuit_open" : "connect_failed"
+        case .connectionLost: return "connection_lost"
+        case .responseTooLarge: return "response_too_large"
+        case .invalidRequest: return "invalid_request"
+        case .cancelled: return "cancelled"
+        case .transport: return "transport"
+        }
     }
 
     // MARK: Beacons
@@ -190,7 +247,32 @@ final class SwedbankPayClient: Sendable {
     /// One upstream call for a session, retried by the retry policy when that
     /// is safe: reads always, writes only when no connection was ever made.
     /// `beacon`: where to report each exchange (HttpRequest), when the session offers event-logging.
-    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: BeaconTarget? = nil) async -> SessionCallOutcome {
+    /// `parent`: the span the call is made for; the call's own span (`swedbankpay <operation>`, its
+    /// attempts below it) is ended on return, and the work its outcome causes goes below it too.
+    func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: BeaconTarget? = nil,
+                 parent: ServiceContext = .topLevel) async -> (outcome: SessionCallOutcome, span: ServiceContext) {
+        let span = telemetry.span("swedbankpay \(call.rel)", parent: parent)
+        if telemetry.isOn {
+            span.attributes["kassa.upstream.operation"] = call.rel
+            span.attributes["kassa.session.id"] = sessionID
+        }
+        var retries = 0
+        let outcome = await perform(call, sessionID: sessionID, traceID: traceID, beacon: beacon, span: span, retries: &retries)
+        if telemetry.isOn {
+            span.attributes["kassa.upstream.retries"] = retries
+            switch outcome {
+            case .output: break
+            case .conflict: span.attributes["kassa.upstream.outcome"] = "conflict"
+            case .refused(let status, _, _): span.failed("\(status)")
+            case .failed: span.failed("failed")
+            }
+        }
+        span.end()
+        return (outcome, span.context)
+    }
+
+    private func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: BeaconTarget?, span: any Span,
+                         retries retry: inout Int) async -> SessionCallOutcome {
         guard isAllowed(call.href) else {
             return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
         }
@@ -201,11 +283,11 @@ final class SwedbankPayClient: Sendable {
             retryPolicy.deadlineMs += retryPolicy.deadlineMs / 2
             timeoutMs = configuration.upstreamTimeoutMs * Self.longerCallTimeoutFactor
         }
-        var retry = 0
         while true {
             let exchangeStarted = clock.nowMs()
             let (result, document, durationMs) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
-                                                     traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs))
+                                                     traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs,
+                                                     parent: span.context, resendCount: retry))
             if let beacon {
                 let status: Int? = if case .success(let response) = result { response.status } else { nil }
                 postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(durationMs),
