@@ -487,7 +487,9 @@ struct SessionsTests {
 
     @Test("a POST that fails after it was sent is not repeated; the client is told and may retry")
     func postNotRepeated() async throws {
-        let t = try TestNode(upstreamTimeoutMs: 1_000)
+        // 4 s: the payment order's create before the fault must not time out too on a machine busy
+        // with the rest of the suite (at 1 s it did, once in a CI run).
+        let t = try TestNode(upstreamTimeoutMs: 4_000)
         let c = t.sessions
         let (session, stream) = try await c.fetched()
         t.simulator.setFaults([FaultRule(route: "sessions.attempt", fault: .timeout)])
