@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `kassa load` with a scenario against a fresh gateway (release build) whose
 # simulator runs in its own process, all on loopback, and samples the gateway's
-# RSS and open files once a second. Prints the load report, then one JSON line:
+# RSS and open files once a second. Every load client connects from 127.0.0.1, as clients behind
+# a proxy do: the per-address half-open cap is raised above the scenario's clients. Prints the load report, then one JSON line:
 #   {"rssStartKiB", "rssPeakKiB", "rssEndKiB", "fdsPeak", "perStreamKiB", "droppedEvents", ...}
 # Usage: bench/load.sh SCENARIO [extra kassa load options…]
 #   KASSA_BENCH_OUT=dir keeps the report, samples and logs there (default: a temp dir, deleted).
@@ -17,7 +18,8 @@ gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
 $kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}" >"$out/sim.log" 2>&1 &
 sim=$!
 $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
-  --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin ${KASSA_BENCH_SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
+  --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin \
+  --max-half-open-per-address 4096 --max-half-open 4096 ${KASSA_BENCH_SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
 gw=$!
 trap 'kill $gw $sim 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KASSA_BENCH_OUT:-}" ] || rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$gw_port/readyz" >/dev/null && break; sleep 0.1; done

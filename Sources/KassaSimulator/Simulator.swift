@@ -54,10 +54,14 @@ public final class Simulator: EdgeHandler {
     /// Starts a simulator on its own port.
     public static func start(_ configuration: Configuration) throws(EdgeStartError) -> Simulator {
         let simulator = Simulator(configuration: configuration)
-        let edge = EdgeServer(configuration: EdgeConfiguration(host: configuration.host, port: configuration.port,
-                                                               maxBodyBytes: 1 << 20, shutdownGraceSeconds: 0.5,
-                                                               customHeaderNames: ["traceparent"]),
-                              handler: simulator)
+        var edgeConfiguration = EdgeConfiguration(host: configuration.host, port: configuration.port, maxBodyBytes: 1 << 20,
+                                                  shutdownGraceSeconds: 0.5, customHeaderNames: ["traceparent"])
+        // Its one client is a gateway, from one address, keeping up to 512 idle connections alive between
+        // calls: the edge counts those as half-open, and its per-address default (256) closed them under load,
+        // each close a "connection lost" that opened the gateway's circuit breaker.
+        edgeConfiguration.maxHalfOpenPerAddress = 2_048
+        edgeConfiguration.maxHalfOpen = 2_048
+        let edge = EdgeServer(configuration: edgeConfiguration, handler: simulator)
         try edge.start()
         simulator.edgeReference.withLock { $0 = edge }
         simulator.state.withLock { $0.baseURL = "http://\(configuration.host):\(edge.port)" }

@@ -91,6 +91,12 @@ final class KassaNode: Service, Sendable {
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.protocol = .httpProtobuf
         configuration.traces.otlpExporter.endpoint = endpoint
+        // A flow makes about 20 spans: at a few hundred flows a second, swift-otel's defaults (a 2 048-span
+        // queue, one 512-span batch a tick) dropped five spans in six (bench/RESULTS.md). A deeper queue
+        // (about 1 KiB a span) and larger, more frequent batches keep up.
+        configuration.traces.batchSpanProcessor.maxQueueSize = 32_768
+        configuration.traces.batchSpanProcessor.maxExportBatchSize = 4_096
+        configuration.traces.batchSpanProcessor.scheduleDelay = .seconds(1)
         let (tracer, exporter) = try OTel.makeTracingBackend(configuration: configuration)
         return (Telemetry(tracer: tracer), ServiceGroup(configuration: .init(services: [exporter], logger: logger)))
     }

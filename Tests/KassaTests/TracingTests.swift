@@ -67,6 +67,8 @@ struct TracingTests {
         try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "Swish", "msisdn": "+46739000001"]])
         _ = try await stream.event(.paymentSessionComplete)
         stream.connection.close()
+        #expect(try await UpstreamClient().send(UpstreamRequest(url: t.base + "/healthz")).status == 200)
+        #expect(try await UpstreamClient().send(UpstreamRequest(url: t.base + "/metrics")).status == 200)
         let lastUpstreamTraceparent = try #require(t.simulator.lastTraceparent)
         let logs = t.logs.text
         // The graceful stop flushes the exporter after the node has drained.
@@ -83,6 +85,7 @@ struct TracingTests {
         }
         #expect(!receiver.child.stdoutText.contains("\"error\""), "\(receiver.child.stdoutText.prefix(400))")
 
+        #expect(!spans.contains { $0.name.hasSuffix("/healthz") || $0.name.hasSuffix("/metrics") }, "probes and scrapes make no spans")
         // One trace, the merchant's; the create request is its root below the merchant's span.
         let inSession = spans.filter { $0.traceID == merchantTrace }
         let root = try #require(inSession.first { $0.name == "POST /v1/sessions" }, "spans: \(spans.map(\.name))")

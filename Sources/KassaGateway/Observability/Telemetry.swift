@@ -30,11 +30,13 @@ public struct Telemetry: Sendable {
 
     /// The server span of an HTTP request: a child of the caller's span when it sent a valid
     /// `traceparent`. Its name gets the route once routing found one (`end(request:)`).
+    /// Probes and scrapes, every few seconds from every balancer and Prometheus, get none: they
+    /// would be most of the spans a backend stores (and bills) and explain nothing.
     func requestSpan(_ request: HTTPRequest, tls: Bool) -> any Span {
+        guard isOn, !Self.untracedPaths.contains(request.path) else { return NoOpTracer.NoOpSpan(context: .topLevel) }
         var parent = ServiceContext.topLevel
-        if isOn { tracer.extract(request.headers, into: &parent, using: HeaderExtraction()) }
+        tracer.extract(request.headers, into: &parent, using: HeaderExtraction())
         let span = tracer.startSpan(request.method.rawValue, context: parent, ofKind: .server)
-        guard isOn else { return span }
         span.updateAttributes { a in
             a["http.request.method"] = request.method.rawValue
             // The path only: a client token can travel in the query.
@@ -44,9 +46,11 @@ public struct Telemetry: Sendable {
         return span
     }
 
+    static let untracedPaths: Set<String> = ["/healthz", "/readyz", "/metrics"]
+
     /// Ends a request's span with its route (the span is named after it) and answer.
     func end(request span: any Span, method: HTTPMethod, route: String?, status: Int) {
-        if isOn {
+        if span.isRecording {
             if let route {
                 span.operationName = "\(method.rawValue) \(route)"
                 span.attributes["http.route"] = route
