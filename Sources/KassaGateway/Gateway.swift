@@ -62,10 +62,10 @@ public final class Gateway: EdgeHandler {
                                       access: accessOf, metrics: metrics)
         self.crossOrigin = crossOrigin
         chain = MiddlewareChain(links: [
-            AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, telemetry: telemetry, logger: logger),
+            AccessLog(metrics: metrics, eventLog: store.eventLog, clock: clock, logger: logger),
             // Outside the problem rendering, so a refusal a page must read (401, 409) carries CORS too.
             crossOrigin,
-            ProblemRendering(metrics: metrics, telemetry: telemetry, logger: logger),
+            ProblemRendering(metrics: metrics, logger: logger),
             throttle,
             Routing(router: router),
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: accessOf),
@@ -135,9 +135,9 @@ public final class Gateway: EdgeHandler {
         let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
         let span = telemetry.requestSpan(request, tls: configuration.edgeServesTLS)
         // With tracing on, the span's trace (the caller's, or one the tracer began) is the request's.
-        let traceID = telemetry.ids(span.context)?.traceID
-            ?? TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
-        let exchange = Exchange(request: request, requestID: requestID, traceID: traceID, span: span)
+        let ids = telemetry.ids(span.context)
+        let traceID = ids?.traceID ?? TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
+        let exchange = Exchange(request: request, requestID: requestID, traceID: traceID, span: span, spanID: ids?.spanID)
         let response = await Exchange.$current.withValue(exchange) {
             await ServiceContext.withValue(span.context) {
                 do { return try await chain.run(exchange) { try await self.route($0) } } catch {

@@ -29,28 +29,20 @@ import time
 import urllib.request
 
 import websockets
+from kassa_sessions import create_session
 from playwright.sync_api import sync_playwright
 
-ORDER = {"paymentOrder": {
-    "operation": "Purchase", "currency": "SEK", "amount": 1500, "vatAmount": 375,
-    "description": "admin waterfall", "userAgent": "admin_waterfall.py", "language": "sv-SE",
-    "urls": {"hostUrls": ["https://shop.example"], "completeUrl": "https://shop.example/complete",
-             "cancelUrl": "https://shop.example/cancel", "paymentUrl": "https://shop.example/pay"},
-    "payeeInfo": {"payeeId": "payee-1", "payeeName": "Shop"}}}
 CSV_NEEDED = ["at", "sinceStartMs", "kind", "level", "status", "durationMs", "summary"]
 
 
-def http_json(url, headers, body=None):
-    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
-                                     method="GET" if body is None else "POST",
-                                     headers={"Content-Type": "application/json", **headers})
-    with urllib.request.urlopen(request, timeout=15) as response:
+def get_json(url, headers):
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=15) as response:
         return json.load(response)
 
 
 async def failed_card_payment(base, api_key):
     """A 3-D Secure card payment whose challenge fails to load, then is declined. Returns the session id."""
-    session = http_json(base + "/v1/sessions", {"Your-Api-Key": api_key}, ORDER)
+    session = create_session(base, api_key, "admin_waterfall.py")
     url = base.replace("http", "ws", 1) + session["streamUrl"]
     seen = []
     async with websockets.connect(url, subprotocols=["kassa.v1"],
@@ -85,7 +77,7 @@ async def failed_card_payment(base, api_key):
 
 
 def timeline(base, token, session_id):
-    return http_json(f"{base}/v1/admin/sessions/{session_id}/timeline", {"Authorization": "Bearer " + token})
+    return get_json(f"{base}/v1/admin/sessions/{session_id}/timeline", {"Authorization": "Bearer " + token})
 
 
 def settled_timeline(base, token, session_id, seconds=10):

@@ -21,16 +21,15 @@ nothing is blocked by the CSP.
 Usage: python3 kassa_js.py BASE_URL API_KEY
 Exit 0 when all hold; otherwise each failure is printed.
 """
-import json
 import re
 import socket
 import struct
 import sys
 import threading
 import time
-import urllib.request
 from urllib.parse import urlparse
 
+from kassa_sessions import create_session
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
@@ -130,19 +129,6 @@ def reset(sock):
             pass
 
 
-def create_session(base, api_key, origin):
-    order = {"paymentOrder": {
-        "operation": "Purchase", "currency": "SEK", "amount": 1500, "vatAmount": 0,
-        "description": "kassa.js test", "userAgent": "kassa_js.py", "language": "sv-SE",
-        "urls": {"hostUrls": [origin], "completeUrl": origin + "/complete",
-                 "cancelUrl": origin + "/cancel", "paymentUrl": origin + "/pay"},
-        "payeeInfo": {"payeeId": "kassa-js", "payeeName": "Shop"}}}
-    request = urllib.request.Request(base + "/v1/sessions", data=json.dumps(order).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", "Your-Api-Key": api_key})
-    with urllib.request.urlopen(request, timeout=15) as response:
-        return json.load(response)
-
-
 # Runs in the page: imports the library as any page would and records what it sees.
 SETUP = """async (handle) => {
   const kassa = await import("/kassa.js");
@@ -211,7 +197,7 @@ def main(base, api_key):
     target = urlparse(base)
     proxy = DroppingProxy(target.hostname, target.port or 80)
     origin = f"http://127.0.0.1:{proxy.port}"
-    handle = create_session(base, api_key, origin)
+    handle = create_session(base, api_key, "kassa_js.py", origin)
     page_handle = {k: handle[k] for k in ("id", "clientToken", "streamUrl")}
     blocked = []
     stage = "loading /demo/ through the proxy and importing /kassa.js"

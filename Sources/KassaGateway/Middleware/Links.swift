@@ -11,7 +11,6 @@ struct AccessLog: Middleware {
     let metrics: KassaMetrics
     let eventLog: EventLog
     let clock: any WallClock
-    let telemetry: Telemetry
     let logger: Logger
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
@@ -25,7 +24,7 @@ struct AccessLog: Middleware {
         let routeName = exchange.routeName
         metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
         var metadata: Logger.Metadata = ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"]
-        if let spanID = telemetry.ids(exchange.span.context)?.spanID { metadata["span_id"] = "\(spanID)" }
+        if let spanID = exchange.spanID { metadata["span_id"] = "\(spanID)" }
         logger.debug("\(request.method.rawValue) \(request.path) \(response.status)", metadata: metadata)
         if routeName != "health" {
             eventLog.append(LogEvent(
@@ -44,7 +43,6 @@ struct AccessLog: Middleware {
 /// `instance`, counted by type. Any other error is a 500 that does not leak its cause.
 struct ProblemRendering: Middleware {
     let metrics: KassaMetrics
-    let telemetry: Telemetry
     let logger: Logger
 
     func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
@@ -53,7 +51,7 @@ struct ProblemRendering: Middleware {
         } catch {
             if !ProblemError.isProblem(error) {
                 var metadata: Logger.Metadata = ["request_id": "\(exchange.requestID)", "trace_id": "\(exchange.traceID)", "error": "\(error)"]
-                if let spanID = telemetry.ids(exchange.span.context)?.spanID { metadata["span_id"] = "\(spanID)" }
+                if let spanID = exchange.spanID { metadata["span_id"] = "\(spanID)" }
                 logger.error("request failed", metadata: metadata)
             }
             var answer = ProblemError(answering: error)

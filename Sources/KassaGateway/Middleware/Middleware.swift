@@ -9,8 +9,9 @@ final class Exchange: Sendable {
     let request: HTTPRequest
     let requestID: String
     let traceID: String
-    /// The request's server span (a no-op one with tracing off).
+    /// The request's server span (a no-op one with tracing off), and its id for log lines (nil when off).
     let span: any Span
+    let spanID: String?
     private let notes = Mutex<(routeName: String, sessionID: String?)>(("unmatched", nil))
     /// The route routing found, with its path parameters.
     private let found = Mutex<(route: Route<Gateway>, parameters: [String: String])?>(nil)
@@ -20,11 +21,12 @@ final class Exchange: Sendable {
         set { found.withLock { $0 = newValue } }
     }
 
-    init(request: HTTPRequest, requestID: String, traceID: String, span: any Span) {
+    init(request: HTTPRequest, requestID: String, traceID: String, span: any Span, spanID: String?) {
         self.request = request
         self.requestID = requestID
         self.traceID = traceID
         self.span = span
+        self.spanID = spanID
     }
 
     /// The bounded route name for logs and metrics ("unmatched" until routing found one).

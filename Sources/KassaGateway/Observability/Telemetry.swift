@@ -1,5 +1,6 @@
 import KassaCore
 import KassaEdge
+import Logging
 import Tracing
 
 /// Kassa's spans, written against swift-distributed-tracing's API. Off by default: a no-op
@@ -91,9 +92,9 @@ public struct Telemetry: Sendable {
     }
 
     /// `trace_id` and `span_id` for a log line about the work of `context` (empty when tracing is off).
-    func logMetadata(_ context: ServiceContext) -> [String: String] {
+    func logMetadata(_ context: ServiceContext) -> Logger.Metadata {
         guard let ids = ids(context) else { return [:] }
-        return ["trace_id": ids.traceID, "span_id": ids.spanID]
+        return ["trace_id": "\(ids.traceID)", "span_id": "\(ids.spanID)"]
     }
 }
 

@@ -240,9 +240,8 @@ final class SessionService: SessionEnvironment {
         guard actor === candidate else { return actor }
         self.record(LogEvent(atMs: now, sessionID: id, kind: "session.adopted",
                         summary: "picked up from another node, continuing after seq \(since)", traceID: traceID))
-        var metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "since": "\(since)"]
-        for (key, value) in telemetry.logMetadata(root) { metadata[key] = "\(value)" }
-        logger.info("session adopted", metadata: metadata)
+        let metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "since": "\(since)"]
+        logger.info("session adopted", metadata: metadata.merging(telemetry.logMetadata(root)) { $1 })
         Task { await actor.start() }
         return actor
     }
@@ -335,9 +334,8 @@ final class SessionService: SessionEnvironment {
         store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: now))
         if phase.isTerminal { registry.ended(id, dueMs: now + Int64(configuration.endedSessionMemorySeconds * 1000)) }
         if let from {
-            var metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "from": "\(from.rawValue)", "to": "\(phase.rawValue)"]
-            for (key, value) in telemetry.logMetadata(root) { metadata[key] = "\(value)" }
-            logger.info("session \(phase.rawValue)", metadata: metadata)
+            let metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "from": "\(from.rawValue)", "to": "\(phase.rawValue)"]
+            logger.info("session \(phase.rawValue)", metadata: metadata.merging(telemetry.logMetadata(root)) { $1 })
         }
     }
 

@@ -128,7 +128,8 @@ final class SwedbankPayClient: Sendable {
         let started = ContinuousClock.now
         let origin = url?.origin ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
-        if !circuitAllows(origin) {
+        let circuitOpen = !circuitAllows(origin)
+        if circuitOpen {
             // Fail fast while the origin keeps failing; nothing is sent, so a retry is safe.
             result = .failure(.connectFailed("circuit breaker open for \(origin)"))
         } else {
@@ -165,7 +166,7 @@ final class SwedbankPayClient: Sendable {
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "error": .string(error.description)]))
         }
-        end(attempt: span, result)
+        end(attempt: span, result, circuitOpen: circuitOpen)
         return (result, document, ms)
     }
 
@@ -187,14 +188,15 @@ final class SwedbankPayClient: Sendable {
         return span
     }
 
-    private func end(attempt span: any Span, _ result: Result<UpstreamResponse, UpstreamError>) {
+    /// `circuitOpen`: the breaker refused the exchange, so nothing was sent (`error.type` says so).
+    private func end(attempt span: any Span, _ result: Result<UpstreamResponse, UpstreamError>, circuitOpen: Bool) {
         if telemetry.isOn {
             switch result {
             case .success(let response):
                 span.attributes["http.response.status_code"] = response.status
                 if response.status >= 400 { span.failed("\(response.status)") }
             case .failure(let error):
-                span.failed(Self.errorType(error))
+                span.failed(circuitOpen ? "circuit_open" : Self.errorType(error))
             }
         }
         span.end()
@@ -204,7 +206,7 @@ final class SwedbankPayClient: Sendable {
     static func errorType(_ error: UpstreamError) -> String {
         switch error {
         case .timeout: return "timeout"
-        case .connectFailed(let why): return why.hasPrefix("circuit breaker open") ? "circuit_open" : "connect_failed"
+        case .connectFailed: return "connect_failed"
         case .connectionLost: return "connection_lost"
         case .responseTooLarge: return "response_too_large"
         case .invalidRequest: return "invalid_request"
