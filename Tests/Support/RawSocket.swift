@@ -64,6 +64,13 @@ final class RawSocket: @unchecked Sendable {
         return true
     }
 
+    /// True when the peer closes the connection (EOF, not the timeout) without sending anything more.
+    func closesWithNothingMore() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n == 0 && buffer.isEmpty
+    }
+
     /// Everything until the peer closes (or the timeout).
     func readToEnd() -> [UInt8] {
         while fill() {}
