@@ -56,7 +56,7 @@ let package = Package(
             "KassaCore", "CLibWebSockets",
         ]),
         // libcurl upstream client.
-        .target(name: "KassaUpstream", dependencies: ["CCurl"]),
+        .target(name: "KassaUpstream", dependencies: ["CCurl", "KassaCore"]),
         // SQLite event log and session store.
         .target(name: "KassaStore", dependencies: [
             "KassaCore", .product(name: "GRDB", package: "GRDB.swift"),

@@ -6,7 +6,14 @@
 #   {"rssStartKiB", "rssPeakKiB", "rssEndKiB", "fdsPeak", "perStreamKiB", "droppedEvents", ...}
 # Usage: bench/load.sh SCENARIO [extra kassa load options…]
 #   KASSA_BENCH_OUT=dir keeps the report, samples and logs there (default: a temp dir, deleted).
-#   KASSA_BENCH_BIN=path uses that kassa binary instead of building one.
+#   KASSA_BENCH_BIN=path uses that kassa binary (gateway and simulator) instead of building one.
+#   KASSA_BENCH_CLIENT_BIN=path runs the load client from that binary (default: the same one), so
+#     two gateway builds can be driven by one client.
+#   KASSA_BENCH_PIN=G:H pins the gateway to CPUs G and the simulator and client to CPUs H (taskset),
+#     e.g. 1:0, so the harness does not take the gateway's core.
+# Beside CPU per flow, the JSON line gives host-independent counts per flow for the gateway: bytes
+# written to files and write syscalls (/proc/<pid>/io), context switches (every thread), event-log
+# commits; and each gateway thread's CPU per flow by its kernel name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario="$1"; shift
@@ -14,16 +21,26 @@ if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else swift build 
 out="${KASSA_BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"
 rm -f "$out"/kassa.sqlite*   # a fresh database: a previous run's sessions would be recovered
+client=${KASSA_BENCH_CLIENT_BIN:-$kassa}
+gw_pin=(); harness_pin=()
+if [ -n "${KASSA_BENCH_PIN:-}" ]; then gw_pin=(taskset -c "${KASSA_BENCH_PIN%%:*}"); harness_pin=(taskset -c "${KASSA_BENCH_PIN##*:}"); fi
+# Builds before the per-address caps have no such options (and no such cap to raise).
+caps=(); if $kassa serve --help 2>&1 | grep -q -- --max-half-open-per-address; then caps=(--max-half-open-per-address 4096 --max-half-open 4096); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
-$kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}" >"$out/sim.log" 2>&1 &
+"${harness_pin[@]}" $kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}" >"$out/sim.log" 2>&1 &
 sim=$!
-$kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
+"${gw_pin[@]}" $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
   --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin \
-  --max-half-open-per-address 4096 --max-half-open 4096 ${KASSA_BENCH_SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
+  "${caps[@]}" ${KASSA_BENCH_SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
 gw=$!
 trap 'kill $gw $sim 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KASSA_BENCH_OUT:-}" ] || rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$gw_port/readyz" >/dev/null && break; sleep 0.1; done
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system, in clock ticks
+# Per-thread CPU ticks ("name ticks" lines) and the process's switches and writes, for the per-flow counts.
+threads() { for t in /proc/$gw/task/*; do printf '%s\t%s\n' "$(cat "$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")"; done 2>/dev/null; }
+switches() { cat /proc/$gw/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n}'; }
+io() { awk '/^(wchar|syscw):/ {printf "%s ", $2}' "/proc/$gw/io"; }
+threads >"$out/threads.start"; switches_start=$(switches); io_start=$(io)
 gw_cpu_start=$(cpu_ticks $gw); sim_cpu_start=$(cpu_ticks $sim)
 rss() { awk '/VmRSS/ {print $2}' "/proc/$gw/status"; }
 echo "t,rssKiB,fds" >"$out/samples.csv"
@@ -31,17 +48,27 @@ start_rss=$(rss)
 ( t=0; while kill -0 $gw 2>/dev/null; do echo "$t,$(rss),$(ls /proc/$gw/fd | wc -l)" >>"$out/samples.csv"; sleep 1; t=$((t + 1)); done ) &
 sampler=$!
 status=0
-${KASSA_BENCH_LOAD_PREFIX:-} $kassa load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
+${KASSA_BENCH_LOAD_PREFIX:-} "${harness_pin[@]}" $client load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
   2>"$out/progress.log" || status=$?
 kill $sampler 2>/dev/null || true
 gw_cpu=$(( $(cpu_ticks $gw) - gw_cpu_start )); sim_cpu=$(( $(cpu_ticks $sim) - sim_cpu_start )); ticks=$(getconf CLK_TCK)
 end_rss=$(rss)
+threads >"$out/threads.end"; switches_end=$(switches); io_end=$(io)
 metrics=$(curl -s "http://127.0.0.1:$gw_port/metrics")
 echo "$metrics" >"$out/metrics.txt"
 kill -TERM $gw; wait $gw || true   # a graceful stop flushes the event log
-python3 - "$out" "$start_rss" "$end_rss" "$metrics" "$gw_cpu" "$sim_cpu" "$ticks" <<'PY'
+python3 - "$out" "$start_rss" "$end_rss" "$metrics" "$gw_cpu" "$sim_cpu" "$ticks" "$switches_start $switches_end" "$io_start" "$io_end" <<'PY'
 import csv, json, sys, re, sqlite3
+from collections import defaultdict
 out, start, end, metrics = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+switches = [int(x) for x in sys.argv[8].split()]
+io_start, io_end = [int(x) for x in sys.argv[9].split()], [int(x) for x in sys.argv[10].split()]
+def thread_ticks(name):   # ticks by kernel thread name (pool threads share one)
+    ticks = defaultdict(int)
+    for line in open(out + "/threads." + name):
+        comm, _, n = line.rstrip("\n").rpartition("\t")
+        ticks[comm] += int(n)
+    return ticks
 cpu = {"gateway": int(sys.argv[5]) / int(sys.argv[7]), "simulator": int(sys.argv[6]) / int(sys.argv[7])}
 rows = list(csv.DictReader(open(out + "/samples.csv")))
 report = json.load(open(out + "/report.json"))
@@ -56,6 +83,10 @@ db = sqlite3.connect(out + "/kassa.sqlite")
 def metric(name):
     m = re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % re.escape(name), metrics, re.M)
     return sum(float(x) for x in m) if m else None
+completed = report["completed"]
+t0, t1 = thread_ticks("start"), thread_ticks("end")
+def per_flow(x, digits=1):
+    return round(x / completed, digits) if completed else None
 print(json.dumps({
     "completed": report["completed"], "failedTotal": report["failedTotal"], "flowsPerSecond": report["flowsPerSecond"],
     "pushesPerSecond": report["pushesPerSecond"], "protocolErrors": report["protocolErrors"],
@@ -76,6 +107,13 @@ print(json.dumps({
     "cpuSeconds": {k: round(v, 2) for k, v in cpu.items()},
     "cpuMsPerFlow": per(report["completed"], 1e3),
     "cpuUsPerPush": per(report["pushesReceived"], 1e6),
+    # Counts per flow that do not depend on the host's speed (gateway process).
+    "perFlow": {
+        "walAndFileBytes": per_flow(io_end[0] - io_start[0], 0), "writeSyscalls": per_flow(io_end[1] - io_start[1]),
+        "contextSwitches": per_flow(switches[1] - switches[0]),
+        "eventLogCommits": per_flow(metric("kassa_eventlog_batch_size_count") or 0, 2),
+    },
+    "threadCpuUsPerFlow": {k: per_flow((t1[k] - t0.get(k, 0)) * 1e6 / int(sys.argv[7]), 0) for k in sorted(t1) if t1[k] - t0.get(k, 0) > 0},
 }))
 PY
 exit $status

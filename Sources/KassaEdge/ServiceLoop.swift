@@ -48,7 +48,7 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     func start(_ context: OpaquePointer, name: String, teardown: @escaping @Sendable () -> Void) {
         self.context = context
         started = true
-        let thread = Thread { [self] in
+        let thread = Thread.named(name) { [self] in
             guard let context = self.context else { return }
             serviceThread.store(UInt(pthread_self()), ordering: .releasing)
             nonBlocking.markCurrentThread()
@@ -66,7 +66,6 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
             if let eventLoop { kassa_ev_loop_destroy(eventLoop) }
             teardown()
         }
-        thread.name = name
         thread.start()
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import KassaCore
 import Synchronization
 
 /// Copies the WAL back into the database file on a thread and connection of its own.
@@ -28,7 +29,7 @@ final class Checkpointer: Sendable {
         } catch {
             return nil
         }
-        let thread = Thread { [self] in
+        let thread = Thread.named("kassa-checkpoint") { [self] in
             var checkpointedAt: UInt64 = 0
             var quietSeconds = 0.0
             while running.load(ordering: .relaxed) {
@@ -49,7 +50,6 @@ final class Checkpointer: Sendable {
             try? connection.close()
             stopped.signal()
         }
-        thread.name = "kassa-checkpoint"
         thread.start()
     }
 

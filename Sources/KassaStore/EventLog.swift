@@ -6,6 +6,8 @@ import Synchronization
 /// The append-only event log. `append` never blocks on the disk: events are
 /// queued and one writer thread commits them in batches (every ≤ 10 ms or
 /// 1 000 events, one transaction a batch). Readers query in parallel.
+/// The rows a flow writes besides its events (its session, its payment order, their changes)
+/// ride along with the next batch too: no flow has a write transaction of its own.
 public final class EventLog: Sendable {
     public static let maxBatch = 1_000
     public static let maxDelay = 0.010
@@ -34,13 +36,30 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// A row written with the next batch, before its events, in the order queued.
+    enum RowWrite: Sendable {
+        case newSession(Store.SessionRecord)
+        case paymentOrder(Store.PaymentOrderRecord)
+        case sessionUpdate(SessionUpdate)
+    }
+
+    /// A `flush` waiting for the events and rows queued before it.
+    struct Waiter {
+        var events: UInt64
+        var rows: UInt64
+        var deadline: ContinuousClock.Instant?
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+
     struct Queue {
         var events: [Pending] = []
-        var sessionUpdates: [SessionUpdate] = []
+        var rows: [RowWrite] = []
         var appended: UInt64 = 0
         var written: UInt64 = 0
+        var rowsQueued: UInt64 = 0
+        var rowsWritten: UInt64 = 0
         var running = true
-        var waiters: [(target: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [Waiter] = []
         var lastError: String?
         var batches: UInt64 = 0
         /// Set when a close ran out of time: the writer stops at its next failure.
@@ -60,9 +79,7 @@ public final class EventLog: Sendable {
 
     init(pool: DatabasePool) {
         self.database = pool
-        let thread = Thread { [self] in writerLoop() }
-        thread.name = "kassa-eventlog"
-        thread.start()
+        Thread.named("kassa-eventlog") { [self] in writerLoop() }.start()
     }
 
     /// Calls `observer` on the writer thread with each committed batch (ids set).
@@ -93,19 +110,33 @@ public final class EventLog: Sendable {
     }
 
     /// Queues a session row change; it is written with the next batch.
-    public func update(_ change: SessionUpdate) {
-        queue.withLock { $0.sessionUpdates.append(change) }
+    public func update(_ change: SessionUpdate) { queue(.sessionUpdate(change)) }
+
+    /// Queues a new session's row; it is written with the next batch (`flush` to wait for it).
+    public func insert(session: Store.SessionRecord) { queue(.newSession(session)) }
+
+    /// Queues a payment order's row (replacing one with its payee reference); written with the next batch.
+    public func upsert(paymentOrder: Store.PaymentOrderRecord) { queue(.paymentOrder(paymentOrder)) }
+
+    private func queue(_ row: RowWrite) {
+        queue.withLock { q in
+            q.rows.append(row)
+            q.rowsQueued += 1
+        }
     }
 
-    /// Returns when every event appended before the call is committed.
-    public func flush() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let done = queue.withLock { q -> Bool in
-                if q.written >= q.appended || !q.running { return true }
-                q.waiters.append((q.appended, c))
-                return false
+    /// Returns when every event and row queued before the call is committed: true then, false
+    /// when `deadline` passed first (the disk refuses writes) or the log was closed with them unwritten.
+    @discardableResult
+    public func flush(deadline: ContinuousClock.Instant? = nil) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let done = queue.withLock { q -> Bool? in
+                if q.written >= q.appended && q.rowsWritten >= q.rowsQueued { return true }
+                if !q.running { return false }
+                q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: deadline, continuation: c))
+                return nil
             }
-            if done { c.resume() } else { wake.signal() }
+            if let done { c.resume(returning: done) } else { wake.signal() }
         }
     }
 
@@ -119,12 +150,12 @@ public final class EventLog: Sendable {
             group.addTask { try? await Task.sleep(for: grace); return false }
             if await group.next() == false {
                 // Out of time: the flush waiting in the other task is released, and the writer stops at its next failure.
-                let waiting = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
+                let waiting = queue.withLock { q -> [CheckedContinuation<Bool, Never>] in
                     q.givingUp = true
                     defer { q.waiters = [] }
                     return q.waiters.map(\.continuation)
                 }
-                for c in waiting { c.resume() }
+                for c in waiting { c.resume(returning: false) }
             }
             group.cancelAll()
         }
@@ -162,16 +193,16 @@ public final class EventLog: Sendable {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
             // Take everything queued at once (no shifting of a long queue), then commit it
             // in transactions of at most `maxBatch` events.
-            let (taken, running, updates) = queue.withLock { q -> ([Pending], Bool, [SessionUpdate]) in
+            let (taken, running, rows) = queue.withLock { q -> ([Pending], Bool, [RowWrite]) in
                 defer {
                     q.events.removeAll(keepingCapacity: false)
-                    q.sessionUpdates.removeAll(keepingCapacity: true)
+                    q.rows.removeAll(keepingCapacity: true)
                 }
-                return (q.events, q.running, q.sessionUpdates)
+                return (q.events, q.running, q.rows)
             }
-            var pendingUpdates = updates
+            var pendingRows = rows
             var start = 0
-            while start < taken.count || !pendingUpdates.isEmpty {
+            while start < taken.count || !pendingRows.isEmpty {
                 let end = min(start + Self.maxBatch, taken.count)
                 let batch = taken[start..<end]
                 let began = ContinuousClock.now
@@ -186,7 +217,7 @@ public final class EventLog: Sendable {
                             cacheKiB = try Store.sizeWriterCache(db, currentKiB: cacheKiB)
                             nextCacheCheck = began + .seconds(1)
                         }
-                        for change in pendingUpdates { try Self.apply(change, db) }
+                        for row in pendingRows { try Self.write(row, db) }
                         var stored: [LogEvent] = []
                         stored.reserveCapacity(batch.count)
                         for pending in batch {
@@ -199,49 +230,59 @@ public final class EventLog: Sendable {
                     }
                     report(true)
                     for observer in observers.withLock({ $0 }) { observer(committed) }
-                    let ready = queue.withLock { q -> [CheckedContinuation<Void, Never>] in
+                    let ready = queue.withLock { q -> [CheckedContinuation<Bool, Never>] in
                         q.written += UInt64(batch.count)
+                        q.rowsWritten += UInt64(pendingRows.count)
                         q.batches += 1
                         q.lastError = nil
-                        let written = q.written
-                        let due = q.waiters.filter { $0.target <= written }
-                        q.waiters.removeAll { $0.target <= written }
-                        return due.map(\.continuation)
+                        let (events, rows) = (q.written, q.rowsWritten)
+                        return q.takeWaiters { $0.events <= events && $0.rows <= rows }
                     }
-                    for c in ready { c.resume() }
-                    pendingUpdates = []
+                    for c in ready { c.resume(returning: true) }
+                    pendingRows = []
                     start = end
                 } catch {
                     report(false)
                     // Keep what is not written: it goes first on the next try. The error shows in /readyz.
-                    let givingUp = queue.withLock { q -> Bool in
+                    let (givingUp, late) = queue.withLock { q -> (Bool, [CheckedContinuation<Bool, Never>]) in
                         q.events.insert(contentsOf: taken[start...], at: 0)
-                        q.sessionUpdates.insert(contentsOf: pendingUpdates, at: 0)
+                        q.rows.insert(contentsOf: pendingRows, at: 0)
                         q.lastError = Store.reason(error)
-                        return q.givingUp
+                        let now = ContinuousClock.now
+                        return (q.givingUp, q.takeWaiters { $0.deadline.map { $0 <= now } ?? false })
                     }
+                    // A flush with a deadline (a request waiting for its rows) gets its answer, not a hang.
+                    for c in late { c.resume(returning: false) }
                     if givingUp {
                         // `close` takes what is left in the queue.
                         stopped.signal()
                         return
                     }
                     Thread.sleep(forTimeInterval: 0.1)
-                    pendingUpdates = []
+                    pendingRows = []
                     start = taken.count
                 }
             }
             if !running {
-                let done = queue.withLock { q -> [CheckedContinuation<Void, Never>]? in
-                    guard q.events.isEmpty else { return nil }
+                let done = queue.withLock { q -> [CheckedContinuation<Bool, Never>]? in
+                    guard q.events.isEmpty && q.rows.isEmpty else { return nil }
                     defer { q.waiters = [] }
                     return q.waiters.map(\.continuation)
                 }
                 if let done {
-                    for c in done { c.resume() }
+                    for c in done { c.resume(returning: true) }
                     stopped.signal()
                     return
                 }
             }
+        }
+    }
+
+    static func write(_ row: RowWrite, _ db: Database) throws {
+        switch row {
+        case .newSession(let session): try Store.insert(session, db)
+        case .paymentOrder(let order): try Store.upsert(order, db)
+        case .sessionUpdate(let change): try apply(change, db)
         }
     }
 
@@ -302,5 +343,15 @@ public final class EventLog: Sendable {
                         kind: row["kind"], level: LogEvent.Level(rawValue: row["level"]) ?? .info,
                         summary: row["summary"], durationMs: row["duration_ms"], status: row["status"],
                         traceID: row["trace_id"], data: dataText.flatMap { try? JSONValue.parse($0) })
+    }
+}
+
+extension EventLog.Queue {
+    /// Removes the waiters `isDue` picks and returns their continuations.
+    mutating func takeWaiters(_ isDue: (EventLog.Waiter) -> Bool) -> [CheckedContinuation<Bool, Never>] {
+        guard waiters.contains(where: isDue) else { return [] }
+        let due = waiters.filter(isDue)
+        waiters.removeAll(where: isDue)
+        return due.map(\.continuation)
     }
 }

@@ -55,8 +55,11 @@ extension Store {
         }
     }
 
-    public func insertSession(_ s: SessionRecord) async throws {
-        try await pool.write { db in try Self.insert(s, db) }
+    /// Inserts a session with the event log's next batch; returns once it is committed.
+    /// Throws `Store.NotStored` when the disk has not taken it within `within`.
+    public func insertSession(_ s: SessionRecord, within: Duration = Store.rowWriteTimeout) async throws {
+        eventLog.insert(session: s)
+        guard await eventLog.flush(deadline: .now + within) else { throw NotStored(what: "session \(s.id)") }
     }
 
     /// The blocking form, for the rare insert that must happen before an answer on the edge thread.
@@ -65,11 +68,11 @@ extension Store {
     }
 
     static func insert(_ s: SessionRecord, _ db: Database) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
                 INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
                                      trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url, root_span_id)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
+                """).execute(arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
                                   s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType, s.clientDeviceSealed,
                                   s.publicBaseURL, s.rootSpanID])
     }

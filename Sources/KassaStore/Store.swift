@@ -137,6 +137,16 @@ public final class Store: Sendable {
         return unwritten
     }
 
+    /// How long a request waits for its rows (a session, a payment order) to commit before it is
+    /// refused: past it the disk is failing, and the writer's error is in `/readyz`.
+    public static let rowWriteTimeout: Duration = .seconds(5)
+
+    /// Rows the disk did not take in time; they stay queued and are written once it does.
+    public struct NotStored: Error, CustomStringConvertible {
+        public var what: String
+        public var description: String { "\(what) not stored in time: the event log's writer is failing" }
+    }
+
     public static func reason(_ error: Error) -> String {
         if let e = error as? DatabaseError {
             switch e.resultCode {
@@ -165,16 +175,22 @@ extension Store {
         public var createdAtMs: Int64
     }
 
+    /// Records a payment order with the event log's next batch; returns once it is committed.
+    /// Throws `Store.NotStored` when the disk has not taken it within `within`.
     public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, setInstrumentHref: String? = nil,
-                                   apiVersion: String? = nil, atMs: Int64) throws {
-        try pool.write { db in
-            try db.execute(sql: """
-                INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
-                VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
-                    setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version
-                """, arguments: [payeeReference, paymentOrderID, setInstrumentHref, apiVersion, atMs])
-        }
+                                   apiVersion: String? = nil, atMs: Int64, within: Duration = Store.rowWriteTimeout) async throws {
+        eventLog.upsert(paymentOrder: PaymentOrderRecord(payeeReference: payeeReference, paymentOrderID: paymentOrderID,
+                                                         setInstrumentHref: setInstrumentHref, apiVersion: apiVersion, createdAtMs: atMs))
+        guard await eventLog.flush(deadline: .now + within) else { throw NotStored(what: "payment order \(payeeReference)") }
+    }
+
+    static func upsert(_ order: PaymentOrderRecord, _ db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
+            VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
+                setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version
+            """).execute(arguments: [order.payeeReference, order.paymentOrderID, order.setInstrumentHref, order.apiVersion, order.createdAtMs])
     }
 
     public func paymentOrder(payeeReference: String) throws -> PaymentOrderRecord? {

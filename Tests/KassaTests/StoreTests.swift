@@ -28,6 +28,42 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("a flow's session and payment-order rows ride with the events' batch, no transaction of their own; a full disk refuses them in time and keeps them")
+    func rowsRideAlong() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let session = Store.SessionRecord(id: "s1", clientTokenSHA256: "d", viewHref: "h", payeeReference: "p1", paymentOrderID: "/psp/paymentorders/1",
+                                          phase: "starting", createdAtMs: 1, updatedAtMs: 1)
+        store.eventLog.append(LogEvent(atMs: 1, sessionID: "s1", kind: "test", summary: "first"))
+        let batches = store.eventLog.batchCount
+        store.eventLog.upsert(paymentOrder: .init(payeeReference: "p1", paymentOrderID: "/psp/paymentorders/1", createdAtMs: 1))
+        store.eventLog.insert(session: session)
+        store.eventLog.update(.init(id: "s1", phase: "ready", atMs: 2))
+        #expect(await store.eventLog.flush())
+        #expect(store.eventLog.batchCount - batches <= 1, "the rows and the event committed together")
+        #expect(try store.session(id: "s1")?.phase == "ready", "the update after the insert applies to it")
+        #expect(try store.paymentOrder(payeeReference: "p1")?.paymentOrderID == "/psp/paymentorders/1")
+
+        // A full disk (SQLite's page limit gives the same SQLITE_FULL): a request waiting with a deadline is refused at it.
+        let pages = try await store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA page_count")! }
+        try await store.pool.write { db in try db.execute(sql: "PRAGMA max_page_count = \(pages)") }
+        let started = ContinuousClock.now
+        var refused: Error?
+        do {
+            for i in 0..<2_000 { store.eventLog.append(LogEvent(atMs: 3, kind: "fill", summary: "fill \(i) " + String(repeating: "x", count: 400))) }
+            var second = session
+            second.id = "s2"
+            try await store.insertSession(second, within: .milliseconds(300))
+        } catch { refused = error }
+        #expect(refused is Store.NotStored, "\(String(describing: refused))")
+        #expect(started.duration(to: .now) < .seconds(3))
+        try await store.pool.write { db in try db.execute(sql: "PRAGMA max_page_count = 1073741823") }
+        #expect(await store.eventLog.flush())
+        #expect(try store.session(id: "s2") != nil, "a refused row stays queued and is written once the disk takes it")
+        await store.close()
+    }
+
     @Test("journal is WAL")
     func walMode() async throws {
         let dir = TempDirectory()
@@ -102,7 +138,7 @@ struct StoreTests {
         let current = try Store.open(path: path)
         #expect(try current.appliedMigrations() == Migrations.names)
         #expect(try current.eventLog.events().map(\.summary) == ["from v1"])
-        try current.recordPaymentOrder(payeeReference: "ref1", paymentOrderID: "/psp/paymentorders/1", atMs: 1)
+        try await current.recordPaymentOrder(payeeReference: "ref1", paymentOrderID: "/psp/paymentorders/1", atMs: 1)
         #expect(try current.paymentOrder(payeeReference: "ref1")?.paymentOrderID == "/psp/paymentorders/1")
         await current.close()
     }

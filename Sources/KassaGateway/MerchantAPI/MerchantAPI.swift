@@ -185,7 +185,7 @@ extension MerchantAPI {
         }
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
         do {
-            try store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
+            try await store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
                                          setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue, atMs: clock.nowMs())
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
