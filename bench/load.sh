@@ -35,13 +35,13 @@ sim=$!
 gw=$!
 trap 'kill $gw $sim 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KASSA_BENCH_OUT:-}" ] || rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$gw_port/readyz" >/dev/null && break; sleep 0.1; done
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system, in clock ticks
+cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }   # user + system of a /proc process or task, in clock ticks
 # Per-thread CPU ticks ("name ticks" lines) and the process's switches and writes, for the per-flow counts.
-threads() { for t in /proc/$gw/task/*; do printf '%s\t%s\n' "$(cat "$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")"; done 2>/dev/null; }
+threads() { for t in /proc/$gw/task/*; do printf '%s\t%s\n' "$(cat "$t/comm")" "$(cpu_ticks "$t")"; done 2>/dev/null; }
 switches() { cat /proc/$gw/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n}'; }
 io() { awk '/^(wchar|syscw):/ {printf "%s ", $2}' "/proc/$gw/io"; }
 threads >"$out/threads.start"; switches_start=$(switches); io_start=$(io)
-gw_cpu_start=$(cpu_ticks $gw); sim_cpu_start=$(cpu_ticks $sim)
+gw_cpu_start=$(cpu_ticks /proc/$gw); sim_cpu_start=$(cpu_ticks /proc/$sim)
 rss() { awk '/VmRSS/ {print $2}' "/proc/$gw/status"; }
 echo "t,rssKiB,fds" >"$out/samples.csv"
 start_rss=$(rss)
@@ -51,7 +51,7 @@ status=0
 ${KASSA_BENCH_LOAD_PREFIX:-} "${harness_pin[@]}" $client load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
   2>"$out/progress.log" || status=$?
 kill $sampler 2>/dev/null || true
-gw_cpu=$(( $(cpu_ticks $gw) - gw_cpu_start )); sim_cpu=$(( $(cpu_ticks $sim) - sim_cpu_start )); ticks=$(getconf CLK_TCK)
+gw_cpu=$(( $(cpu_ticks /proc/$gw) - gw_cpu_start )); sim_cpu=$(( $(cpu_ticks /proc/$sim) - sim_cpu_start )); ticks=$(getconf CLK_TCK)
 end_rss=$(rss)
 threads >"$out/threads.end"; switches_end=$(switches); io_end=$(io)
 metrics=$(curl -s "http://127.0.0.1:$gw_port/metrics")

@@ -18,10 +18,8 @@ extension Redaction {
     public static func redactValues(_ s: String) -> String {
         // Looked at in place first: most strings hold nothing to find, and copying each one's bytes
         // was a large part of logging a body.
-        let candidate = s.utf8.withContiguousStorageIfAvailable { $0.contains(where: { isDigit($0) || $0 == 0x40 || $0 == 0x25 }) }   // digit @ %
-        guard candidate ?? true else { return s }
+        guard s.utf8.contains(where: { isDigit($0) || $0 == 0x40 || $0 == 0x25 }) else { return s }   // digit @ %
         var bytes = Array(s.utf8)
-        guard candidate != nil || bytes.contains(where: { isDigit($0) || $0 == 0x40 || $0 == 0x25 }) else { return s }
         var changed = false
         // Until nothing changes: a replacement can split a group of digits into ones that are
         // numbers of their own (a second pass over the result must find nothing more).

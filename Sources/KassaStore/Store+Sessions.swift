@@ -59,7 +59,7 @@ extension Store {
     /// Throws `Store.NotStored` when the disk has not taken it within `within`.
     public func insertSession(_ s: SessionRecord, within: Duration = Store.rowWriteTimeout) async throws {
         eventLog.insert(session: s)
-        guard await eventLog.flush(deadline: .now + within) else { throw NotStored(what: "session \(s.id)") }
+        try await committed("session \(s.id)", within: within)
     }
 
     /// The blocking form, for the rare insert that must happen before an answer on the edge thread.

@@ -147,6 +147,11 @@ public final class Store: Sendable {
         public var description: String { "\(what) not stored in time: the event log's writer is failing" }
     }
 
+    /// Waits for the rows queued with the event log (`what`) to commit; throws `NotStored` past `within`.
+    func committed(_ what: @autoclosure () -> String, within: Duration) async throws {
+        guard await eventLog.flush(deadline: .now + within) else { throw NotStored(what: what()) }
+    }
+
     public static func reason(_ error: Error) -> String {
         if let e = error as? DatabaseError {
             switch e.resultCode {
@@ -181,7 +186,7 @@ extension Store {
                                    apiVersion: String? = nil, atMs: Int64, within: Duration = Store.rowWriteTimeout) async throws {
         eventLog.upsert(paymentOrder: PaymentOrderRecord(payeeReference: payeeReference, paymentOrderID: paymentOrderID,
                                                          setInstrumentHref: setInstrumentHref, apiVersion: apiVersion, createdAtMs: atMs))
-        guard await eventLog.flush(deadline: .now + within) else { throw NotStored(what: "payment order \(payeeReference)") }
+        try await committed("payment order \(payeeReference)", within: within)
     }
 
     static func upsert(_ order: PaymentOrderRecord, _ db: Database) throws {

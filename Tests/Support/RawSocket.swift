@@ -56,20 +56,18 @@ final class RawSocket: @unchecked Sendable {
     func send(_ text: String) throws { try send(Array(text.utf8)) }
 
     /// Reads more bytes into the buffer; false at EOF or timeout.
-    private func fill() -> Bool {
+    private func fill() -> Bool { receive() > 0 }
+
+    /// One `recv` into the buffer: the byte count, 0 at EOF, -1 at the timeout or an error.
+    private func receive() -> Int {
         var chunk = [UInt8](repeating: 0, count: 65536)
         let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard n > 0 else { return false }
-        buffer.append(contentsOf: chunk[0..<n])
-        return true
+        if n > 0 { buffer.append(contentsOf: chunk[0..<n]) }
+        return n
     }
 
     /// True when the peer closes the connection (EOF, not the timeout) without sending anything more.
-    func closesWithNothingMore() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        return n == 0 && buffer.isEmpty
-    }
+    func closesWithNothingMore() -> Bool { buffer.isEmpty && receive() == 0 }
 
     /// Everything until the peer closes (or the timeout).
     func readToEnd() -> [UInt8] {
