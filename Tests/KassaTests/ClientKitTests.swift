@@ -92,9 +92,7 @@ struct ClientKitTests {
     func tokenAfterEnd() async throws {
         let clock = ManualClock(nowMs: SystemClock().nowMs())
         let t = try TestNode(clock: clock) { $0.clientTokenAfterEndSeconds = 300 }
-        let (s, stream) = try await t.sessions.fetched()
-        try await stream.send(["id": "a", "type": "abort"])
-        _ = try await stream.event(.paymentSessionCanceled)
+        let (s, _) = try await t.sessions.canceled()
         clock.advance(byMs: 299_000)
         #expect(try await t.sessions.snapshot(s).status == 200, "the outcome can still be read")
         clock.advance(byMs: 2_000)
@@ -107,9 +105,7 @@ struct ClientKitTests {
         #expect(try await onThread { try RawSocket(port: port).upgrade(path: "/v1/sessions/\(s.id)/stream?token=\(s.token)").status } == 401)
 
         // Read back from the store after the session left memory: the end time is the row's.
-        let (other, otherStream) = try await t.sessions.fetched()
-        try await otherStream.send(["id": "a", "type": "abort"])
-        _ = try await otherStream.event(.paymentSessionCanceled)
+        let (other, otherStream) = try await t.sessions.canceled()
         otherStream.connection.close()
         try await Task.sleep(for: .milliseconds(200))
         await t.node.gateway.evictSessions(nowMs: clock.nowMs() + 3_600_000, waiting: true)
@@ -172,9 +168,7 @@ struct ClientKitTests {
     func swiftClientRefused() async throws {
         let clock = ManualClock(nowMs: SystemClock().nowMs())
         let t = try TestNode(clock: clock) { $0.clientTokenAfterEndSeconds = 0 }
-        let (created, stream) = try await t.sessions.fetched()
-        try await stream.send(["id": "a", "type": "abort"])
-        _ = try await stream.event(.paymentSessionCanceled)
+        let (created, _) = try await t.sessions.canceled()
         clock.advance(byMs: 1_000)
         let session = KassaSession(baseURL: t.base, handle: SessionHandle(id: created.id, clientToken: created.token, streamUrl: created.streamUrl))
         session.start()

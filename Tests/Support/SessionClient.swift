@@ -58,6 +58,14 @@ struct SessionClient {
         return (session, stream)
     }
 
+    /// A new session the client aborted, past PaymentSessionCanceled (an ended session), its stream still open.
+    func canceled() async throws -> (Created, Stream) {
+        let (session, stream) = try await fetched()
+        try await stream.send(["id": "a", "type": "abort"])
+        _ = try await stream.event(.paymentSessionCanceled)
+        return (session, stream)
+    }
+
     /// Opens the stream with the libwebsockets client.
     func stream(_ session: Created, since: Int64? = nil, tokenInQuery: Bool = false) async throws -> Stream {
         var path = session.streamUrl + (since.map { "?since=\($0)" } ?? "")
