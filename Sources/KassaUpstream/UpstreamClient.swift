@@ -81,10 +81,6 @@ final class CurlEngine: @unchecked Sendable {
     /// Curl-thread confined: exchanges in flight by id.
     private var active: [UInt64: Transfer] = [:]
     private var cancelledEarly: Set<UInt64> = []
-    /// Curl-thread confined: finished easy handles kept for the next exchanges. Reset rather than
-    /// freed, a handle keeps its buffers, so an exchange does not allocate and free them again.
-    private var idleHandles: [UnsafeMutableRawPointer] = []
-    private static let maxIdleHandles = 256
 
     init(maxCachedConnections: Int) {
         _ = curlGlobalInit
@@ -142,8 +138,6 @@ final class CurlEngine: @unchecked Sendable {
                     transfer.finish(.failure(.cancelled))
                 }
                 active.removeAll()
-                for easy in idleHandles { curl_easy_cleanup(easy) }
-                idleHandles.removeAll()
                 curl_multi_cleanup(multi)
                 return
             }
@@ -164,7 +158,7 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let easy = idleHandles.popLast() ?? curl_easy_init() else {
+        guard let easy = curl_easy_init() else {
             transfer.finish(.failure(.transport(code: -1, message: "curl_easy_init failed")))
             return
         }
@@ -204,8 +198,7 @@ final class CurlEngine: @unchecked Sendable {
             guard !name.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == UInt8(ascii: ":") }),
                   !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
                 curl_slist_free_all(list)
-                transfer.easy = nil
-                recycle(easy)
+                curl_easy_cleanup(easy)
                 transfer.finish(.failure(.invalidRequest("header \(name) holds a line break")))
                 return
             }
@@ -223,18 +216,11 @@ final class CurlEngine: @unchecked Sendable {
     private func release(_ transfer: Transfer) {
         if let easy = transfer.easy {
             curl_multi_remove_handle(multi, easy)
-            recycle(easy)
+            curl_easy_cleanup(easy)
             transfer.easy = nil
         }
         curl_slist_free_all(transfer.headerList)
         transfer.headerList = nil
-    }
-
-    /// Keeps a handle no longer in the multi handle for the next exchange, with every option reset.
-    private func recycle(_ easy: UnsafeMutableRawPointer) {
-        guard idleHandles.count < Self.maxIdleHandles else { return curl_easy_cleanup(easy) }
-        curl_easy_reset(easy)
-        idleHandles.append(easy)
     }
 
     private func complete(_ transfer: Transfer, code: CURLcode) {
