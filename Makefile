@@ -7,6 +7,7 @@ APT_PACKAGES := libwebsockets-dev libev-dev libcurl4-openssl-dev libsqlite3-dev 
 TEST_APT_PACKAGES := chromium prometheus haproxy nodejs
 PIP_PACKAGES := websockets schemathesis playwright pyyaml openapi-spec-validator opentelemetry-proto
 KASSA := .build/debug/kassa
+TEST_WIDTH ?= 8
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test deps test-deps build build-release clean
@@ -20,7 +21,9 @@ test: deps test-deps
 	$(SWIFT) build --build-tests
 	@# The run's output is long; on failure its failing lines are repeated last,
 	@# where a CI log's tail shows them.
-	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log \
+	@# At most TEST_WIDTH tests at once: with every test started together, two cores' worth of Swift
+	@# threads had a backlog of seconds, and the in-process simulators missed the tests' upstream timeouts.
+	@set -o pipefail; SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build 2>&1 | tee .build/test.log \
 		|| { echo "== failed tests and their issues =="; grep -a -E "✘|error:|Expectation failed|recorded an issue" .build/test.log | head -80; exit 1; }
 
 deps:

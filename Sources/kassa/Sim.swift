@@ -45,8 +45,9 @@ struct Sim: AsyncParsableCommand {
             printToTerminal("kassa sim: \(error)")
             throw ExitCode(1)
         }
-        logger.info("listening", metadata: ["address": "\(host):\(simulator.port)", "faults": "\(rules.count)"])
-        try await ServiceGroup(services: [SimulatorService(simulator: simulator)],
+        let service = SimulatorService(simulator: simulator, logger: logger,
+                                       ready: ["address": "\(host):\(simulator.port)", "faults": "\(rules.count)"])
+        try await ServiceGroup(services: [service],
                                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
         logger.info("stopped")
     }
@@ -55,8 +56,12 @@ struct Sim: AsyncParsableCommand {
 /// The standalone simulator as a service: it serves until the graceful stop.
 struct SimulatorService: Service {
     let simulator: Simulator
+    let logger: Logger
+    let ready: Logger.Metadata
 
     func run() async throws {
+        // Logged here, once the group traps SIGTERM: a stop sent as soon as this line shows is graceful.
+        logger.info("listening", metadata: ready)
         try? await gracefulShutdown()
         await simulator.stop()
     }

@@ -294,6 +294,7 @@ struct ContractTests {
         _ = first
         let stored = try #require(try t.node.store.session(id: session.id)?.clientDeviceSealed)
         #expect(!stored.contains("Pixel") && !stored.contains("android"), "sealed at rest")
+        await t.node.store.eventLog.flush()
         let everything = try t.node.store.eventLog.events().map { String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }.joined()
         #expect(!everything.contains("Pixel-UA-7f3e"), "the device is not logged, only its platform")
         await t.stop(keepDirectory: true)

@@ -97,8 +97,10 @@ struct LoadTests {
     @Test("a step that outlives its timeout fails the flow as a timeout, and the stream is closed for it")
     func stepTimeout() async throws {
         // 10 s a step: at 5 s, a create timed out now and then while the whole suite kept both cores busy.
-        let t = try TestNode()
-        t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .latency(ms: 20_000))])
+        // The node's own upstream timeout is longer than the step's, so the client's timeout is what ends the flow
+        // (at an equal 10 s, the node's problem push won the race now and then).
+        let t = try TestNode(upstreamTimeoutMs: 30_000)
+        t.simulator.setFaults([FaultRule(route: "sessions.payment", fault: .latency(ms: 40_000))])
         let (status, output, report) = try await runLoad(t, scenario: """
             {"name": "slow-upstream", "clients": 2, "iterations": 1, "flows": {"swish": 1}, "stepTimeoutSeconds": 10}
             """)

@@ -145,7 +145,8 @@ struct MerchantAPITests {
             body: (["paymentorder": ["operation": "SetInstrument", "instrument": "Swish"]] as JSONValue).bytes))
         #expect(unknown.status == 404)
 
-        // The PATCH reached the simulator: its record shows the new instrument.
+        // The PATCH went upstream: the committed event log shows it.
+        await t.node.store.eventLog.flush()
         let events = try t.node.store.eventLog.events()
         #expect(events.contains { $0.kind == "upstream.request" && $0.data?["method"]?.stringValue == "PATCH" })
         await t.stop()
