@@ -31,38 +31,65 @@ public enum Redaction {
     /// What a member name asks of its value.
     enum KeyRule { case secret, suffix }
 
-    /// The names above as bytes, by length: a member name is matched against the few of its
-    /// length, byte by byte, without lower-casing or hashing it (every member of every logged
-    /// body is looked up here).
-    private static let namesByLength: [[(name: [UInt8], rule: KeyRule)]] = {
-        var table = [[(name: [UInt8], rule: KeyRule)]](repeating: [], count: 32)
-        for name in secretKeys { table[name.utf8.count].append((Array(name.utf8), .secret)) }
-        for name in suffixKeys { table[name.utf8.count].append((Array(name.utf8), .suffix)) }
-        return table
-    }()
+    /// The names and name parts above as bytes, back to back in one array: a member name is
+    /// matched byte by byte against the names of its length and then the parts, without
+    /// lower-casing or hashing it, and without retaining an array per candidate (every member of
+    /// every logged body is looked up here).
+    private struct NameTable {
+        struct Entry { var start: Int; var count: Int; var rule: KeyRule }
+        var bytes: [UInt8] = []
+        /// Whole names, by length: `names[byLength[n]..<byLength[n + 1]]` are the names n bytes long.
+        var names: [Entry] = []
+        var byLength: [Int] = []
+        var parts: [Entry] = []
+
+        init() {
+            var whole = secretKeys.map { (Array($0.utf8), KeyRule.secret) } + suffixKeys.map { (Array($0.utf8), KeyRule.suffix) }
+            whole.sort { $0.0.count < $1.0.count }
+            let longest = whole.last?.0.count ?? 0
+            for (name, rule) in whole { names.append(add(name, rule)) }
+            byLength = (0...longest + 1).map { n in names.firstIndex { $0.count >= n } ?? names.count }
+            for part in secretNameParts { parts.append(add(part, .secret)) }
+        }
+
+        private mutating func add(_ name: [UInt8], _ rule: KeyRule) -> Entry {
+            defer { bytes += name }
+            return Entry(start: bytes.count, count: name.count, rule: rule)
+        }
+    }
+    private static let nameTable = NameTable()
 
     /// The rule for a member name, compared case-insensitively.
     static func rule(forKey key: String) -> KeyRule? {
-        var key = key
-        return key.withUTF8 { b in
-            // Unicode lower-casing can map a non-ASCII name onto an ASCII one (the Kelvin sign onto "k").
-            guard b.allSatisfy({ $0 < 0x80 }) else {
-                let lower = String(decoding: b, as: UTF8.self).lowercased()
-                if secretKeys.contains(lower) || secretNameParts.contains(where: { lower.utf8.contains($0) }) { return .secret }
-                return suffixKeys.contains(lower) ? .suffix : nil
-            }
+        // A native string's bytes are read in place; another is copied once.
+        if let inPlace = key.utf8.withContiguousStorageIfAvailable({ rule(forName: $0) }) { return inPlace }
+        var copy = key
+        return copy.withUTF8 { rule(forName: $0) }
+    }
+
+    /// The rule for a name's UTF-8 bytes.
+    private static func rule(forName b: UnsafeBufferPointer<UInt8>) -> KeyRule? {
+        // Unicode lower-casing can map a non-ASCII name onto an ASCII one (the Kelvin sign onto "k").
+        guard b.allSatisfy({ $0 < 0x80 }) else {
+            let lower = String(decoding: b, as: UTF8.self).lowercased()
+            if secretKeys.contains(lower) || secretNameParts.contains(where: { lower.utf8.contains($0) }) { return .secret }
+            return suffixKeys.contains(lower) ? .suffix : nil
+        }
+        let table = nameTable
+        return table.bytes.withUnsafeBufferPointer { names in
             func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
-            if b.count < namesByLength.count {
-                for candidate in namesByLength[b.count] where zip(b, candidate.name).allSatisfy({ lower($0) == $1 }) {
-                    return candidate.rule
+            func matches(_ entry: NameTable.Entry, at offset: Int) -> Bool {
+                for i in 0..<entry.count where lower(b[offset + i]) != names[entry.start + i] { return false }
+                return true
+            }
+            if b.count + 1 < table.byLength.count {
+                for entry in table.names[table.byLength[b.count]..<table.byLength[b.count + 1]] where matches(entry, at: 0) {
+                    return entry.rule
                 }
             }
             guard b.count >= 3 else { return nil }
-            for part in secretNameParts where part.count <= b.count {
-                for start in 0...(b.count - part.count)
-                where lower(b[start]) == part[0] && zip(b[start...], part).allSatisfy({ lower($0) == $1 }) {
-                    return .secret
-                }
+            for part in table.parts where part.count <= b.count {
+                for offset in 0...(b.count - part.count) where matches(part, at: offset) { return .secret }
             }
             return nil
         }

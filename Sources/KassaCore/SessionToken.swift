@@ -49,25 +49,32 @@ public struct SessionToken: Sendable, Equatable {
 
     /// The header of a token in the current format, or nil.
     public static func header(_ token: String) -> Header? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == version, parts[1].count == TokenKeys.keyIDLength,
-              parts[2].utf8.count <= 12, parts[2].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              let expiry = Int64(parts[2]), parts[3].utf8.count <= 8192 else { return nil }
-        return Header(keyID: String(parts[1]), expiresAt: expiry)
+        parts(token).map(\.header)
     }
 
     /// What a token vouches for, or nil when no key of ours sealed it (expiry is not checked here).
     public static func open(_ token: String, keys: TokenKeys) -> SessionToken? {
-        guard let header = header(token), let key = keys.key(id: header.keyID) else { return nil }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        let head = parts[0...2].joined(separator: ".")
-        guard let combined = Base64URL.decode(String(parts[3])),
+        guard let parts = parts(token), let key = keys.key(id: parts.header.keyID),
+              let combined = Base64URL.decode(String(Substring(parts.sealed))),
               let box = try? ChaChaPoly.SealedBox(combined: combined),
-              let plain = try? ChaChaPoly.open(box, using: key, authenticating: Array(head.utf8)),
+              let plain = try? ChaChaPoly.open(box, using: key, authenticating: Array(parts.head)),
               let payload = try? JSONValue.parse(Array(plain)),
               let id = payload["s"]?.stringValue, let href = payload["h"]?.stringValue else { return nil }
         let device = payload["c"].flatMap { try? ClientDevice.parse($0).get() }
-        return SessionToken(sessionID: id, href: href, expiresAt: header.expiresAt, device: device, publicBase: payload["b"]?.stringValue)
+        return SessionToken(sessionID: id, href: href, expiresAt: parts.header.expiresAt, device: device, publicBase: payload["b"]?.stringValue)
+    }
+
+    /// A token in the current format, cut at its dots: the authenticated head (prefix, key id and
+    /// expiry), the header read from it, and the sealed part. Cut on UTF-8 bytes: a token is ASCII,
+    /// and cutting it by Characters cost more than the rest of a check.
+    static func parts(_ token: String) -> (head: Substring.UTF8View, header: Header, sealed: Substring.UTF8View)? {
+        let utf8 = token.utf8
+        let parts = utf8.split(separator: UInt8(ascii: "."), maxSplits: 4, omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0].elementsEqual(version.utf8), parts[1].count == TokenKeys.keyIDLength,
+              parts[2].count <= 12, parts[2].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let expiry = Int64(Substring(parts[2])), parts[3].count <= 8192 else { return nil }
+        let header = Header(keyID: String(Substring(parts[1])), expiresAt: expiry)
+        return (utf8[utf8.startIndex..<parts[2].endIndex], header, parts[3])
     }
 }
 

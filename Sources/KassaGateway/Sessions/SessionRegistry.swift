@@ -113,12 +113,14 @@ final class SessionRegistry: Sendable {
     }
 
     /// True when `token` is the session's client token: in the current format, not expired, and
-    /// either sealed by one of `keys` for this session or the very token the session was stored with
-    /// (compared as SHA-256 digests, in constant time), which keeps working across a restart even
-    /// when each process draws its own cluster secret.
+    /// either the very token the session was stored with (compared as SHA-256 digests, in constant
+    /// time), which keeps working across a restart even when each process draws its own cluster
+    /// secret, or sealed by one of `keys` for this session. The digest goes first: it is the usual
+    /// case and costs a hash, where opening the seal costs a decryption and a JSON parse.
     static func tokenMatches(_ token: String?, _ actor: SessionActor, keys: TokenKeys, nowSeconds: Int64) -> Bool {
         guard let token, let header = SessionToken.header(token), header.expiresAt > nowSeconds else { return false }
-        if let claim = SessionToken.open(token, keys: keys), claim.sessionID == actor.id { return true }
-        return Secrets.constantTimeEquals(Hashing.sha256Hex(token), actor.clientTokenSHA256)
+        if Secrets.constantTimeEquals(Hashing.sha256Hex(token), actor.clientTokenSHA256) { return true }
+        guard let claim = SessionToken.open(token, keys: keys) else { return false }
+        return claim.sessionID == actor.id
     }
 }
