@@ -181,12 +181,12 @@ public final class Gateway: EdgeHandler {
         // An open breaker fails this node's payments at once: a balancer should prefer another node.
         let circuit = swedbankPay.upstreamCircuitState
         let circuitOK = circuit != "open"
-        var checks: [String: JSONValue] = ["store": .string(storeOK ? "ok" : (store.eventLog.lastWriteError ?? "unavailable")),
+        let checks: [String: JSONValue] = ["store": .string(storeOK ? "ok" : (store.eventLog.lastWriteError ?? "unavailable")),
                                            "upstream": .string(upstreamOK ? "ok" : "unreachable"),
                                            "upstreamCircuit": .string(circuit)]
         if storeOK && upstreamOK && circuitOK {
-            checks["status"] = "ready"
-            return .json(.object(checks))
+            // The same `checks` object as in the 503 problem, so a probe reads one shape.
+            return .json(["status": "ready", "checks": .object(checks)])
         }
         var problem = Problem.serviceUnavailable("not ready: " + [storeOK ? nil : "store", upstreamOK ? nil : "upstream",
                                                                  circuitOK ? nil : "upstream circuit breaker open"].compactMap { $0 }.joined(separator: ", "))

@@ -65,7 +65,9 @@ struct GatewayTests {
         let up = try TestNode()
         let ready = try await client.send(UpstreamRequest(url: up.base + "/readyz"))
         #expect(ready.status == 200)
-        #expect(try JSONValue.parse(ready.body)["status"]?.stringValue == "ready")
+        let readyBody = try JSONValue.parse(ready.body)
+        #expect(readyBody["status"]?.stringValue == "ready")
+        #expect(readyBody["checks"]?["store"]?.stringValue == "ok" && readyBody["checks"]?["upstreamCircuit"]?.stringValue == "closed")
         await down.stop(); await up.stop()
     }
 
