@@ -70,7 +70,9 @@ public final class Gateway: EdgeHandler {
             Routing(router: router),
             Authentication(apiKeys: configuration.apiKeys, adminToken: configuration.adminToken, access: accessOf),
         ])
-        store.eventLog.onCommit { [weak self] events in self?.forwardToAdminStreams(events) }
+        store.eventLog.onCommit(isListening: { [weak self] in self?.adminStreams.withLock { !$0.isEmpty } ?? false }) { [weak self] events in
+            self?.forwardToAdminStreams(events)
+        }
         metrics.prepare(upstreamOrigin: swedbankPay.upstreamOrigin)
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }

@@ -12,10 +12,18 @@ public final class EventLog: Sendable {
     public static let maxBatch = 1_000
     public static let maxDelay = 0.010
 
-    /// An event with its details already serialised, so the writer thread only writes.
+    /// A queued event: its data only as the text the row stores. The tree is let go on the thread
+    /// that built it, not freed by the writer, which only writes.
     struct Pending {
         var event: LogEvent
         var dataText: String?
+
+        /// The event with its data read back from the text (for the few that need the whole event).
+        var restored: LogEvent {
+            var restored = event
+            restored.data = dataText.flatMap { try? JSONValue.parse(Array($0.utf8)) }
+            return restored
+        }
     }
 
     /// A change to a session's row that rides along with the next batch of events
@@ -72,7 +80,12 @@ public final class EventLog: Sendable {
         return database
     }
     private let queue = Mutex<Queue>(Queue())
-    private let observers = Mutex<[@Sendable ([LogEvent]) -> Void]>([])
+    private let observers = Mutex<[Observer]>([])
+
+    private struct Observer {
+        let isListening: @Sendable () -> Bool
+        let observe: @Sendable ([LogEvent]) -> Void
+    }
     private let writeObservers = Mutex<[@Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
@@ -82,10 +95,11 @@ public final class EventLog: Sendable {
         Thread.named("kassa-eventlog") { [self] in writerLoop() }.start()
     }
 
-    /// Calls `observer` on the writer thread with each committed batch (ids set).
-    /// It must return quickly: the admin page's live timeline uses it.
-    public func onCommit(_ observer: @escaping @Sendable ([LogEvent]) -> Void) {
-        observers.withLock { $0.append(observer) }
+    /// Calls `observer` on the writer thread with each committed batch (ids set) while `isListening`
+    /// says someone is there: the batch is built only then. It must return quickly: the admin
+    /// page's live timeline uses it.
+    public func onCommit(isListening: @escaping @Sendable () -> Bool = { true }, _ observer: @escaping @Sendable ([LogEvent]) -> Void) {
+        observers.withLock { $0.append(Observer(isListening: isListening, observe: observer)) }
     }
 
     /// Calls `observer` on the writer thread after each transaction, committed or failed (for metrics).
@@ -99,8 +113,9 @@ public final class EventLog: Sendable {
     public func append(_ event: LogEvent) {
         var event = event
         event.summary = Redaction.redactText(event.summary)
-        event.data = event.data.map(Redaction.redact)
-        let pending = Pending(event: event, dataText: event.data?.text)
+        let dataText = event.data.map { Redaction.redact($0).text }
+        event.data = nil
+        let pending = Pending(event: event, dataText: dataText)
         let full = queue.withLock { q -> Bool in
             q.events.append(pending)
             q.appended += 1
@@ -169,7 +184,7 @@ public final class EventLog: Sendable {
         }
         return queue.withLock { q in
             defer { q.events = [] }
-            return q.events.map(\.event)
+            return q.events.map(\.restored)
         }
     }
 
@@ -212,24 +227,30 @@ public final class EventLog: Sendable {
                     for observer in writeObservers.withLock({ $0 }) { observer(batch.count, seconds, ok) }
                 }
                 do {
-                    let committed = try pool.write { db -> [LogEvent] in
+                    let ids = try pool.write { db -> [Int64] in
                         if began >= nextCacheCheck {
                             cacheKiB = try Store.sizeWriterCache(db, currentKiB: cacheKiB)
                             nextCacheCheck = began + .seconds(1)
                         }
                         for row in pendingRows { try Self.write(row, db) }
-                        var stored: [LogEvent] = []
-                        stored.reserveCapacity(batch.count)
+                        var ids: [Int64] = []
+                        ids.reserveCapacity(batch.count)
                         for pending in batch {
                             try Self.insert(pending, db)
-                            var event = pending.event
-                            event.id = db.lastInsertedRowID
-                            stored.append(event)
+                            ids.append(db.lastInsertedRowID)
                         }
-                        return stored
+                        return ids
                     }
                     report(true)
-                    for observer in observers.withLock({ $0 }) { observer(committed) }
+                    let listening = observers.withLock { $0 }.filter { $0.isListening() }
+                    if !listening.isEmpty {
+                        let committed = zip(batch, ids).map { pending, id in
+                            var event = pending.restored
+                            event.id = id
+                            return event
+                        }
+                        for observer in listening { observer.observe(committed) }
+                    }
                     let ready = queue.withLock { q -> [CheckedContinuation<Bool, Never>] in
                         q.written += UInt64(batch.count)
                         q.rowsWritten += UInt64(pendingRows.count)
