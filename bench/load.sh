@@ -83,6 +83,18 @@ db = sqlite3.connect(out + "/kassa.sqlite")
 def metric(name):
     m = re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % re.escape(name), metrics, re.M)
     return sum(float(x) for x in m) if m else None
+def bucket_quantile(name, q):   # as Prometheus's histogram_quantile: linear within the bucket, in ms
+    buckets = sorted((float("inf") if le == "+Inf" else float(le), float(v))
+                     for le, v in re.findall(r'^%s_bucket\{[^}]*le="([^"]+)"[^}]*\} ([0-9.e+]+)$' % re.escape(name), metrics, re.M))
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    rank, lower, below = q * buckets[-1][1], 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return round(lower * 1000, 3)
+            return round((lower + (le - lower) * (rank - below) / max(count - below, 1e-9)) * 1000, 3)
+        lower, below = le, count
 completed = report["completed"]
 t0, t1 = thread_ticks("start"), thread_ticks("end")
 def per_flow(x, digits=1):
@@ -102,7 +114,14 @@ print(json.dumps({
     "pushesLogged": db.execute("SELECT COUNT(*) FROM events WHERE kind = 'push.sent'").fetchone()[0],
     "sessionsStored": db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
     "pushP99Ms": report["latencyMs"].get("push", {}).get("p99"),
+    "pushP50Ms": report["latencyMs"].get("push", {}).get("p50"),
     "flowP99Ms": report["latencyMs"].get("flow", {}).get("p99"),
+    "flowP50Ms": report["latencyMs"].get("flow", {}).get("p50"),
+    # Open loop: the rate due and the flows that started over 1 ms late (the client or the cap was the bound).
+    "arrivalsPerSecond": report.get("arrivalsPerSecond"), "lateStarts": report.get("lateStarts"), "notStarted": report.get("notStarted"),
+    # The gateway's own push latency (state change to frame written), from its histogram's buckets.
+    "gatewayPushP99Ms": bucket_quantile("kassa_push_latency_seconds", 0.99),
+    "gatewayPushP50Ms": bucket_quantile("kassa_push_latency_seconds", 0.50),
     # Where the machine's CPU went during the run: gateway and simulator from /proc, the client from its report.
     "cpuSeconds": {k: round(v, 2) for k, v in cpu.items()},
     "cpuMsPerFlow": per(report["completed"], 1e3),

@@ -17,6 +17,10 @@ final class LoadRecorder: Sendable {
         var openStreams = 0
         var peakOpenStreams = 0
         var activeFlows = 0
+        /// Open loop: flows that started more than 1 ms after they were due, and flows due in the
+        /// run that never found room to start.
+        var lateStarts = 0
+        var notStarted = 0
         /// Push latencies since the last `progress()`: the timeline's latency over time.
         var recentPushes = LoadRecorder.histogram()
     }
@@ -44,6 +48,15 @@ final class LoadRecorder: Sendable {
     }
 
     func flowStarted() { state.withLock { $0.activeFlows += 1 } }
+
+    /// Open loop: a flow started `lag` after it was due.
+    func started(lag: Duration) {
+        let us = Self.microseconds(lag)
+        record("startLag", microseconds: us)
+        if us > 1_000 { state.withLock { $0.lateStarts += 1 } }
+    }
+
+    func notStarted(_ count: Int) { state.withLock { $0.notStarted += count } }
 
     func flowEnded(_ flow: Scenario.Flow, failure: String?) {
         state.withLock { s in
@@ -120,6 +133,9 @@ final class LoadRecorder: Sendable {
                 "scenario": .string(scenario.name),
                 "url": .string(url),
                 "clients": .number(Double(scenario.clients)),
+                "arrivalsPerSecond": scenario.arrivalsPerSecond.map { .number($0) } ?? .null,
+                "lateStarts": .number(Double(s.lateStarts)),
+                "notStarted": .number(Double(s.notStarted)),
                 "threads": .number(Double(scenario.threads)),
                 "durationSeconds": .number((durationSeconds * 1000).rounded() / 1000),
                 "completed": .number(Double(completed)),
@@ -151,6 +167,9 @@ final class LoadRecorder: Sendable {
                      "flows completed \(n("completed")) (\(n("flowsPerSecond"))/s), failed \(n("failedTotal"))",
                      "pushes \(n("pushesReceived")) (\(n("pushesPerSecond"))/s), frames \(n("framesReceived")) (\(n("framesPerSecond"))/s), peak streams \(n("peakOpenStreams"))",
                      "connection errors \(n("connectionErrors")), protocol errors \(n("protocolErrors"))"]
+        if report["arrivalsPerSecond"]?.doubleValue != nil {
+            lines.append("open loop: \(n("arrivalsPerSecond")) flows/s due, \(n("lateStarts")) started over 1 ms late, \(n("notStarted")) never started (at most \(n("clients")) in flight)")
+        }
         if report["clientCpuSeconds"] != nil { lines.append("client CPU \(n("clientCpuSeconds")) s") }
         if let byFlow = report["completedByFlow"]?.objectValue, !byFlow.isEmpty {
             lines.append("completed by flow: " + byFlow.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.intValue ?? 0)" }.joined(separator: ", "))

@@ -5,7 +5,7 @@ import KassaUpstream
 import Synchronization
 
 /// Runs a scenario against a gateway: virtual clients, each running flows one after
-/// another, on `threads` libwebsockets client contexts (one service thread each)
+/// another (or, open loop, flows started on a fixed schedule), on `threads` libwebsockets client contexts (one service thread each)
 /// and as many libcurl engines.
 public final class LoadRunner: Sendable {
     public struct Target: Sendable {
@@ -34,6 +34,8 @@ public final class LoadRunner: Sendable {
     let recorder = LoadRecorder()
     /// Flows started so far: the next one's place in the weighted mix.
     private let flowsPicked = Atomic<Int>(0)
+    /// Open loop: flows started and not yet ended.
+    private let openFlows = Atomic<Int>(0)
     let deadlines = Deadlines()
     let webSockets: [WebSocketClient]
     let http: [UpstreamClient]
@@ -77,9 +79,13 @@ public final class LoadRunner: Sendable {
                          + (p.flowP99Ms.map { " | flow p99 \(LoadRecorder.format3($0)) ms" } ?? ""))
             }
         }
-        await withTaskGroup(of: Void.self) { group in
-            for index in 0..<scenario.clients {
-                group.addTask { await self.virtualClient(index, started: started, end: end) }
+        if let rate = scenario.arrivalsPerSecond, let end {
+            await openLoop(rate: rate, started: started, end: end)
+        } else {
+            await withTaskGroup(of: Void.self) { group in
+                for index in 0..<scenario.clients {
+                    group.addTask { await self.virtualClient(index, started: started, end: end) }
+                }
             }
         }
         ticker.cancel()
@@ -114,23 +120,59 @@ public final class LoadRunner: Sendable {
         while true {
             if let iterations = scenario.iterations, done >= iterations { break }
             if let end, ContinuousClock.now >= end { break }
-            let flow = scenario.flow(at: nextFlowPosition())
-            recorder.flowStarted()
-            let flowStart = ContinuousClock.now
-            do {
-                try await client.run(flow)
-                if flow != .idle && flow != .ping {
-                    recorder.record("flow", since: flowStart)
-                    recorder.record("flow.\(flow.rawValue)", since: flowStart)
-                }
-                recorder.flowEnded(flow, failure: nil)
-            } catch {
-                recorder.flowEnded(flow, failure: error.reason)
-            }
+            await runFlow(on: client, since: .now)
             done += 1
             let think = Int.random(in: scenario.thinkTimeMs)
             if think > 0 { try? await Task.sleep(for: .milliseconds(think)) }
         }
+    }
+
+    /// Runs the next flow of the mix on `client`; its latency counts from `since`.
+    private func runFlow(on client: VirtualClient, since: ContinuousClock.Instant) async {
+        let flow = scenario.flow(at: nextFlowPosition())
+        recorder.flowStarted()
+        do {
+            try await client.run(flow)
+            if flow != .idle && flow != .ping {
+                recorder.record("flow", since: since)
+                recorder.record("flow.\(flow.rawValue)", since: since)
+            }
+            recorder.flowEnded(flow, failure: nil)
+        } catch {
+            recorder.flowEnded(flow, failure: error.reason)
+        }
+    }
+
+    /// Open loop: flow n is due at `started + n / rate`, whatever the answers' pace, and its
+    /// latency counts from then, not from when it could start: a slow gateway shows as latency,
+    /// not as fewer measurements (no coordinated omission). At most `clients` flows are in flight;
+    /// a flow that finds them all busy, or a scheduler that fell behind, starts late, and the lag
+    /// is recorded (`startLag`, and `lateStarts` past 1 ms) so a run shows when the client was the bound.
+    /// Flows still waiting for room when the run ends are not started, and counted (`notStarted`).
+    private func openLoop(rate: Double, started: ContinuousClock.Instant, end: ContinuousClock.Instant) async {
+        let interval = 1e9 / rate
+        let due = { (n: Int) in started + .nanoseconds(Int64((Double(n) * interval).rounded())) }
+        var n = 0
+        await withDiscardingTaskGroup { group in
+            while due(n) < end {
+                let due = due(n)
+                try? await Task.sleep(until: due, clock: .continuous)
+                while openFlows.load(ordering: .acquiring) >= scenario.clients && ContinuousClock.now < end {
+                    try? await Task.sleep(for: .microseconds(200))
+                }
+                guard ContinuousClock.now < end || openFlows.load(ordering: .acquiring) < scenario.clients else { break }
+                recorder.started(lag: due.duration(to: .now))
+                let client = VirtualClient(runner: self, index: n, runEnd: end)
+                openFlows.add(1, ordering: .relaxed)
+                group.addTask {
+                    await self.runFlow(on: client, since: due)
+                    self.openFlows.subtract(1, ordering: .releasing)
+                }
+                n += 1
+            }
+        }
+        let dueInRun = Int((started.duration(to: end) / .seconds(1) * rate).rounded(.up))
+        recorder.notStarted(max(0, dueInRun - n))
     }
 }
 

@@ -23,7 +23,11 @@ public struct Scenario: Sendable {
     }
 
     public var name: String
+    /// Closed loop: the virtual clients. Open loop: the most flows in flight at once.
     public var clients: Int
+    /// Open loop: flows start on a fixed schedule at this rate, whatever the answers' pace;
+    /// nil: closed loop (each client starts its next flow when the last one ends).
+    public var arrivalsPerSecond: Double?
     public var rampUpSeconds: Double
     public var durationSeconds: Double?
     public var iterations: Int?
@@ -62,7 +66,7 @@ public struct Scenario: Sendable {
         guard case .object(let o) = doc else { throw Invalid(description: "the scenario is a JSON object") }
         let known: Set<String> = ["name", "description", "clients", "rampUpSeconds", "durationSeconds", "iterations", "thinkTimeMs",
                                   "stepThinkMs", "stepTimeoutSeconds", "flows", "subscribersPerSession", "idle", "ping", "threads",
-                                  "sourceAddresses", "amount"]
+                                  "sourceAddresses", "amount", "arrivalsPerSecond"]
         if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
             throw Invalid(description: "unknown scenario field \(unknown)")
         }
@@ -86,6 +90,12 @@ public struct Scenario: Sendable {
         iterations = o["iterations"] == nil ? nil : Int(try number("iterations", default: 0, 1...Double(Self.maxIterations)))
         guard durationSeconds != nil || iterations != nil else {
             throw Invalid(description: "a scenario is bounded: give durationSeconds, iterations (flows per client), or both")
+        }
+        arrivalsPerSecond = o["arrivalsPerSecond"] == nil ? nil : try number("arrivalsPerSecond", default: 0, 0.1...100_000)
+        if arrivalsPerSecond != nil {
+            guard durationSeconds != nil, iterations == nil else {
+                throw Invalid(description: "an open-loop scenario (arrivalsPerSecond) is bounded by durationSeconds alone")
+            }
         }
         thinkTimeMs = try span("thinkTimeMs")
         stepThinkMs = try span("stepThinkMs")

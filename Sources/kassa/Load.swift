@@ -28,6 +28,8 @@ struct Load: AsyncParsableCommand {
     var clients: Int?
     @Option(name: .customLong("duration"), help: "Seconds; overrides the scenario's durationSeconds.")
     var durationSeconds: Double?
+    @Option(help: "Open loop: flows started per second on a fixed schedule; overrides the scenario's arrivalsPerSecond.")
+    var rate: Double?
     @Flag(name: .customLong("allow-remote"), help: "Allow a target that is not a loopback address.")
     var allowRemote = false
 
@@ -48,6 +50,13 @@ struct Load: AsyncParsableCommand {
         if let threads { plan.threads = min(max(threads, 1), 64) }
         if let clients { plan.clients = min(max(clients, 1), Scenario.maxClients) }
         if let durationSeconds { plan.durationSeconds = min(max(durationSeconds, 0.1), Scenario.maxDurationSeconds) }
+        if let rate {
+            guard rate >= 0.1 && rate <= 100_000, plan.durationSeconds != nil else {
+                throw ValidationError("--rate is 0.1…100000 flows a second, with a duration (the scenario's or --duration)")
+            }
+            plan.arrivalsPerSecond = rate
+            plan.iterations = nil
+        }
         sizeOpenFileLimit(for: plan)
         let runner = try LoadRunner(target: target, apiKey: key, scenario: plan)
         let report = await runner.run { line in printToTerminal(line) }

@@ -130,10 +130,41 @@ struct LoadTests {
         (#"{"clients": 1, "iterations": 1, "flows": {"swish": 0}}"#, "at least one flow"),
         (#"{"clients": 1, "iterations": 1, "flows": {"swish": 1}, "surprise": 1}"#, "unknown scenario field surprise"),
         (#"[1, 2]"#, "JSON object"),
+        (#"{"clients": 1, "iterations": 5, "arrivalsPerSecond": 10, "flows": {"card": 1}}"#, "durationSeconds alone"),
+        (#"{"clients": 1, "durationSeconds": 1, "arrivalsPerSecond": 0, "flows": {"card": 1}}"#, "arrivalsPerSecond must be"),
     ])
     func scenarioChecks(_ json: String, _ message: String) throws {
         #expect(throws: Scenario.Invalid.self) { try Scenario(json: json) }
         do { _ = try Scenario(json: json) } catch { #expect(error.description.contains(message), "\(error.description)") }
+    }
+
+    @Test("open loop: flows start on their schedule, whatever the answers' pace, and a flow held back by the in-flight cap counts its wait as latency")
+    func openLoop() async throws {
+        let t = try TestNode()
+        // 40 flows due over 2 s, room for all in flight: each starts on time.
+        let (status, output, report) = try await runLoad(t, scenario: """
+            {"name": "open", "clients": 500, "durationSeconds": 2, "arrivalsPerSecond": 20, "flows": {"card": 1}}
+            """)
+        #expect(status == 0, "\(output)")
+        #expect(report["arrivalsPerSecond"]?.doubleValue == 20)
+        #expect(report["completed"]?.intValue == 40, "flows due at 0, 50 ms, … 1950 ms")
+        #expect(report["latencyMs"]?["startLag"]?["count"]?.intValue == 40)
+        #expect(output.contains("open loop: 20 flows/s due"), "\(output)")
+
+        // One flow in flight at most, 100 due a second: each waits for the one before it, and
+        // its latency counts from when it was due, so it grows past any single flow's own time.
+        let (capped, cappedOutput, cappedReport) = try await runLoad(t, scenario: """
+            {"name": "capped", "clients": 1, "durationSeconds": 1, "arrivalsPerSecond": 100, "flows": {"card": 1}}
+            """)
+        #expect(capped == 0, "\(cappedOutput)")
+        let completed = cappedReport["completed"]?.intValue ?? 0
+        #expect(completed > 0 && completed <= 100)
+        #expect((cappedReport["lateStarts"]?.intValue ?? 0) >= completed - 1, "every flow but the first waited for a slot")
+        let flowMax = cappedReport["latencyMs"]?["flow"]?["max"]?.doubleValue ?? 0
+        let createMax = cappedReport["latencyMs"]?["create"]?["max"]?.doubleValue ?? .infinity
+        let lagMax = cappedReport["latencyMs"]?["startLag"]?["max"]?.doubleValue ?? .infinity
+        #expect(flowMax >= lagMax && flowMax > 3 * createMax, "flow max \(flowMax) ms, lag max \(lagMax) ms, create max \(createMax) ms")
+        await t.stop()
     }
 
     @Test("targets off loopback need --allow-remote")

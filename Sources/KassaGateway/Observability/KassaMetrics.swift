@@ -243,6 +243,10 @@ public final class KassaMetrics: Sendable {
         static let help: [String: String] = Dictionary(uniqueKeysWithValues: catalogue.map { ($0.name, $0.help) })
         static let durationBuckets: [Duration] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
             .map { Duration.nanoseconds(Int64($0 * 1e9)) }
+        /// Push latency's target is a p99 of a few ms: its buckets are finer there (one series, no labels).
+        static let pushBuckets: [Duration] = [0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075,
+                                              0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+            .map { Duration.nanoseconds(Int64($0 * 1e9)) }
         static let sizeBuckets: [Double] = [1, 5, 10, 50, 100, 250, 500, 1000]
 
         func descriptor(_ label: String) -> MetricNameDescriptor {
@@ -263,7 +267,8 @@ public final class KassaMetrics: Sendable {
             return registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
         }
         func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler {
-            registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions, buckets: Self.durationBuckets)
+            registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions,
+                                           buckets: label == "kassa_push_latency_seconds" ? Self.pushBuckets : Self.durationBuckets)
         }
         func destroyCounter(_ handler: CounterHandler) {}
         func destroyFloatingPointCounter(_ handler: FloatingPointCounterHandler) {}
