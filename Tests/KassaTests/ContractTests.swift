@@ -242,7 +242,8 @@ struct ContractTests {
 
         // Beacons (…/logging/BeaconService.kt): every exchange, the command, every push; all accepted (204).
         let beacons = try await received(sim, "sessions.events") { bodies in
-            bodies.contains { $0["method"]?["name"] == "PaymentSessionComplete" }
+            bodies.filter { $0["event"]?["action"] == "SDKCallbackInvoked" }.count >= 4
+                && bodies.filter { $0["event"]?["action"] == "SDKMethodInvoked" }.count >= 2
         }
         let actions = Set(beacons.compactMap { $0["event"]?["action"]?.stringValue })
         #expect(actions == ["HttpRequest", "SDKMethodInvoked", "SDKCallbackInvoked"])
@@ -252,7 +253,11 @@ struct ContractTests {
                                      && $0["http"]?["method"] == "POST" && $0["http"]?["responseStatusCode"] == 200 })
         #expect(requests.allSatisfy { ($0["event"]?["duration"]?.intValue ?? -1) >= 0 })
         #expect(beacons.contains { $0["method"]?["name"] == "attempt CreditCard" && $0["method"]?["succeeded"] == true })
-        let callbacks = beacons.filter { $0["event"]?["action"] == "SDKCallbackInvoked" }.compactMap { $0["method"]?["name"]?.stringValue }
+        // Beacons are posted one by one, each on its own, so they may arrive out of order; their
+        // `created` stamps (ms, ISO 8601 in UTC: they sort as text) give the order.
+        let callbacks = beacons.filter { $0["event"]?["action"] == "SDKCallbackInvoked" }
+            .enumerated().sorted { ($0.element["event"]?["created"]?.stringValue ?? "", $0.offset) < ($1.element["event"]?["created"]?.stringValue ?? "", $1.offset) }
+            .compactMap { $0.element["method"]?["name"]?.stringValue }
         #expect(callbacks == ["PaymentSessionFetched", "Show3DSecure", "Dismiss3DSecure", "PaymentSessionComplete"])
         let scrape = try await self.client.send(UpstreamRequest(url: t.base + "/metrics"))
         #expect(!scrape.text.contains("kassa_beacons_total{outcome=\"refused\"}"), "the simulator refused a beacon")
