@@ -7,7 +7,8 @@ import KassaCore
 enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
                         "v6-session-client-device", "v7-session-public-base",
-                        "v8-idempotency-request", "v9-idempotency-redacted", "v10-session-root-span"]
+                        "v8-idempotency-request", "v9-idempotency-redacted", "v10-session-root-span",
+                        "v11-idempotency-by-time"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -106,6 +107,11 @@ enum Migrations {
             // The span id of the request that created the session, so its spans after a restart
             // still hang below it (traces are off by default: then it stays null).
             try db.execute(sql: "ALTER TABLE sessions ADD COLUMN root_span_id TEXT")
+        }
+        migrator.registerMigration("v11-idempotency-by-time") { db in
+            // Retention finds old answers by this, inside its write transaction: without it, a
+            // scan of the whole table held the lock every pass.
+            try db.execute(sql: "CREATE INDEX idempotency_by_created ON idempotency(created_at_ms)")
         }
         return migrator
     }

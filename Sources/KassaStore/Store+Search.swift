@@ -120,15 +120,26 @@ extension Store {
     /// Deletes events older than `olderThanMs`, and ended sessions with them.
     @discardableResult
     public func deleteEvents(olderThanMs cutoff: Int64, endedPhases: [String]) async throws -> Int {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM events WHERE at_ms < ?", arguments: [cutoff])
+        let statements = Self.retentionDeletes(endedPhases: endedPhases)
+        return try await pool.write { db in
+            try db.execute(sql: statements.events, arguments: [cutoff])
             let deleted = db.changesCount
-            let marks = endedPhases.map { _ in "?" }.joined(separator: ",")
-            try db.execute(sql: "DELETE FROM sessions WHERE updated_at_ms < ? AND phase IN (\(marks))",
-                           arguments: StatementArguments([cutoff]) + StatementArguments(endedPhases))
-            try db.execute(sql: "DELETE FROM idempotency WHERE created_at_ms < ?", arguments: [cutoff])
+            try db.execute(sql: statements.sessions, arguments: StatementArguments([cutoff, cutoff]) + StatementArguments(endedPhases))
+            try db.execute(sql: statements.idempotency, arguments: [cutoff])
             return deleted
         }
+    }
+
+    /// Each finds its rows through an index on time, so a pass costs what it deletes, not a scan
+    /// of the table under the write lock (pushes wait for the event log's commits, which wait for
+    /// that lock). A session updated before the cutoff was created before it: `created_at_ms`
+    /// bounds the search, and `+phase` keeps SQLite from walking the phase index instead (every
+    /// ended session: 210 ms at 86 000 sessions, cold, in a soak's database; now 0.6 ms).
+    static func retentionDeletes(endedPhases: [String]) -> (events: String, sessions: String, idempotency: String) {
+        let marks = endedPhases.map { _ in "?" }.joined(separator: ",")
+        return ("DELETE FROM events WHERE at_ms < ?",
+                "DELETE FROM sessions WHERE created_at_ms < ? AND updated_at_ms < ? AND +phase IN (\(marks))",
+                "DELETE FROM idempotency WHERE created_at_ms < ?")
     }
 
     /// Deletes the oldest `count` events.
