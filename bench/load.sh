@@ -97,6 +97,7 @@ def bucket_quantile(name, q):   # as Prometheus's histogram_quantile: linear wit
         lower, below = le, count
 completed = report["completed"]
 t0, t1 = thread_ticks("start"), thread_ticks("end")
+exchanges = (metric("kassa_upstream_requests_total") or 0) + (metric("kassa_beacons_total") or 0)
 def per_flow(x, digits=1):
     return round(x / completed, digits) if completed else None
 print(json.dumps({
@@ -133,6 +134,10 @@ print(json.dumps({
         "eventLogCommits": per_flow(metric("kassa_eventlog_batch_size_count") or 0, 2),
     },
     "threadCpuUsPerFlow": {k: per_flow((t1[k] - t0.get(k, 0)) * 1e6 / int(sys.argv[7]), 0) for k in sorted(t1) if t1[k] - t0.get(k, 0) > 0},
+    # Upstream exchanges (session calls and event-logging beacons) per flow, and the curl thread's
+    # CPU per exchange: the cost of one exchange on the gateway's side of the socket.
+    "upstreamExchangesPerFlow": per_flow(exchanges, 2),
+    "curlThreadUsPerExchange": round((t1.get("kassa-curl", 0) - t0.get("kassa-curl", 0)) * 1e6 / int(sys.argv[7]) / exchanges, 1) if exchanges else None,
 }))
 PY
 exit $status
