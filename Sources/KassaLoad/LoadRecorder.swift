@@ -49,6 +49,9 @@ final class LoadRecorder: Sendable {
 
     func flowStarted() { state.withLock { $0.activeFlows += 1 } }
 
+    /// Flows started and not yet ended.
+    var activeFlows: Int { state.withLock { $0.activeFlows } }
+
     /// Open loop: a flow started `lag` after it was due.
     func started(lag: Duration) {
         let us = Self.microseconds(lag)

@@ -34,8 +34,6 @@ public final class LoadRunner: Sendable {
     let recorder = LoadRecorder()
     /// Flows started so far: the next one's place in the weighted mix.
     private let flowsPicked = Atomic<Int>(0)
-    /// Open loop: flows started and not yet ended.
-    private let openFlows = Atomic<Int>(0)
     let deadlines = Deadlines()
     let webSockets: [WebSocketClient]
     let http: [UpstreamClient]
@@ -120,6 +118,7 @@ public final class LoadRunner: Sendable {
         while true {
             if let iterations = scenario.iterations, done >= iterations { break }
             if let end, ContinuousClock.now >= end { break }
+            recorder.flowStarted()
             await runFlow(on: client, since: .now)
             done += 1
             let think = Int.random(in: scenario.thinkTimeMs)
@@ -127,10 +126,9 @@ public final class LoadRunner: Sendable {
         }
     }
 
-    /// Runs the next flow of the mix on `client`; its latency counts from `since`.
+    /// Runs the next flow of the mix on `client` (counted as started by the caller); its latency counts from `since`.
     private func runFlow(on client: VirtualClient, since: ContinuousClock.Instant) async {
         let flow = scenario.flow(at: nextFlowPosition())
-        recorder.flowStarted()
         do {
             try await client.run(flow)
             if flow != .idle && flow != .ping {
@@ -151,23 +149,21 @@ public final class LoadRunner: Sendable {
     /// Flows still waiting for room when the run ends are not started, and counted (`notStarted`).
     private func openLoop(rate: Double, started: ContinuousClock.Instant, end: ContinuousClock.Instant) async {
         let interval = 1e9 / rate
-        let due = { (n: Int) in started + .nanoseconds(Int64((Double(n) * interval).rounded())) }
+        func dueTime(_ n: Int) -> ContinuousClock.Instant { started + .nanoseconds(Int64((Double(n) * interval).rounded())) }
         var n = 0
         await withDiscardingTaskGroup { group in
-            while due(n) < end {
-                let due = due(n)
+            while dueTime(n) < end {
+                let due = dueTime(n)
                 try? await Task.sleep(until: due, clock: .continuous)
-                while openFlows.load(ordering: .acquiring) >= scenario.clients && ContinuousClock.now < end {
+                while recorder.activeFlows >= scenario.clients && ContinuousClock.now < end {
                     try? await Task.sleep(for: .microseconds(200))
                 }
-                guard ContinuousClock.now < end || openFlows.load(ordering: .acquiring) < scenario.clients else { break }
+                guard ContinuousClock.now < end || recorder.activeFlows < scenario.clients else { break }
                 recorder.started(lag: due.duration(to: .now))
+                // Counted here, not in the task: the next pass of this loop sees it in flight.
+                recorder.flowStarted()
                 let client = VirtualClient(runner: self, index: n, runEnd: end)
-                openFlows.add(1, ordering: .relaxed)
-                group.addTask {
-                    await self.runFlow(on: client, since: due)
-                    self.openFlows.subtract(1, ordering: .releasing)
-                }
+                group.addTask { await self.runFlow(on: client, since: due) }
                 n += 1
             }
         }

@@ -55,6 +55,7 @@ public struct Scenario: Sendable {
     public static let maxClients = 50_000
     public static let maxDurationSeconds = 3_600.0
     public static let maxIterations = 1_000_000
+    public static let arrivalsPerSecondRange = 0.1...100_000.0
 
     public struct Invalid: Error, CustomStringConvertible, Sendable {
         public let description: String
@@ -91,7 +92,7 @@ public struct Scenario: Sendable {
         guard durationSeconds != nil || iterations != nil else {
             throw Invalid(description: "a scenario is bounded: give durationSeconds, iterations (flows per client), or both")
         }
-        arrivalsPerSecond = o["arrivalsPerSecond"] == nil ? nil : try number("arrivalsPerSecond", default: 0, 0.1...100_000)
+        arrivalsPerSecond = o["arrivalsPerSecond"] == nil ? nil : try number("arrivalsPerSecond", default: 0, Self.arrivalsPerSecondRange)
         if arrivalsPerSecond != nil {
             guard durationSeconds != nil, iterations == nil else {
                 throw Invalid(description: "an open-loop scenario (arrivalsPerSecond) is bounded by durationSeconds alone")

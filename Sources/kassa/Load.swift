@@ -51,8 +51,8 @@ struct Load: AsyncParsableCommand {
         if let clients { plan.clients = min(max(clients, 1), Scenario.maxClients) }
         if let durationSeconds { plan.durationSeconds = min(max(durationSeconds, 0.1), Scenario.maxDurationSeconds) }
         if let rate {
-            guard rate >= 0.1 && rate <= 100_000, plan.durationSeconds != nil else {
-                throw ValidationError("--rate is 0.1…100000 flows a second, with a duration (the scenario's or --duration)")
+            guard Scenario.arrivalsPerSecondRange.contains(rate), plan.durationSeconds != nil else {
+                throw ValidationError("--rate is \(Scenario.arrivalsPerSecondRange) flows a second, with a duration (the scenario's or --duration)")
             }
             plan.arrivalsPerSecond = rate
             plan.iterations = nil

@@ -17,6 +17,12 @@ public final class KassaMetrics: Sendable {
         public let kind: Kind
         public let help: String
         public let labels: [String]
+        /// A duration histogram's bucket bounds in seconds; nil: the common ones (`Factory.durationBuckets`).
+        public let buckets: [Double]?
+
+        init(name: String, kind: Kind, help: String, labels: [String], buckets: [Double]? = nil) {
+            (self.name, self.kind, self.help, self.labels, self.buckets) = (name, kind, help, labels, buckets)
+        }
     }
 
     /// Every metric the gateway exports.
@@ -28,7 +34,10 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_websocket_closed_total", kind: .counter, help: "WebSockets closed, by close code.", labels: ["code"]),
         Metric(name: "kassa_sessions", kind: .gauge, help: "PaymentSessions held by this node, by state.", labels: ["state"]),
         Metric(name: "kassa_pushes_total", kind: .counter, help: "Events pushed to session streams, by type.", labels: ["type"]),
-        Metric(name: "kassa_push_latency_seconds", kind: .histogram(seconds: true), help: "From a session's state change to its frame written to the client.", labels: []),
+        // Push latency's target is a p99 of a few ms: its buckets are finer there (one series, no labels).
+        Metric(name: "kassa_push_latency_seconds", kind: .histogram(seconds: true), help: "From a session's state change to its frame written to the client.", labels: [],
+               buckets: [0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05,
+                         0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
         Metric(name: "kassa_upstream_requests_total", kind: .counter, help: "Calls to Swedbank Pay, by operation and status (error: no response).", labels: ["operation", "status"]),
         Metric(name: "kassa_upstream_request_duration_seconds", kind: .histogram(seconds: true), help: "Time of a call to Swedbank Pay, by operation.", labels: ["operation"]),
         Metric(name: "kassa_upstream_retries_total", kind: .counter, help: "Upstream calls retried, by operation.", labels: ["operation"]),
@@ -241,12 +250,12 @@ public final class KassaMetrics: Sendable {
     struct Factory: MetricsFactory {
         let registry: PrometheusCollectorRegistry
         static let help: [String: String] = Dictionary(uniqueKeysWithValues: catalogue.map { ($0.name, $0.help) })
-        static let durationBuckets: [Duration] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-            .map { Duration.nanoseconds(Int64($0 * 1e9)) }
-        /// Push latency's target is a p99 of a few ms: its buckets are finer there (one series, no labels).
-        static let pushBuckets: [Duration] = [0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075,
-                                              0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-            .map { Duration.nanoseconds(Int64($0 * 1e9)) }
+        static let durationBuckets = durations([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+        /// The metrics that declare buckets of their own.
+        static let bucketsByName: [String: [Duration]] = Dictionary(uniqueKeysWithValues: catalogue.compactMap { metric in
+            metric.buckets.map { (metric.name, durations($0)) }
+        })
+        static func durations(_ seconds: [Double]) -> [Duration] { seconds.map { Duration.nanoseconds(Int64($0 * 1e9)) } }
         static let sizeBuckets: [Double] = [1, 5, 10, 50, 100, 250, 500, 1000]
 
         func descriptor(_ label: String) -> MetricNameDescriptor {
@@ -268,7 +277,7 @@ public final class KassaMetrics: Sendable {
         }
         func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler {
             registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions,
-                                           buckets: label == "kassa_push_latency_seconds" ? Self.pushBuckets : Self.durationBuckets)
+                                           buckets: Self.bucketsByName[label] ?? Self.durationBuckets)
         }
         func destroyCounter(_ handler: CounterHandler) {}
         func destroyFloatingPointCounter(_ handler: FloatingPointCounterHandler) {}
