@@ -11,6 +11,9 @@
 #     two gateway builds can be driven by one client.
 #   KASSA_BENCH_PIN=G:H pins the gateway to CPUs G and the simulator and client to CPUs H (taskset),
 #     e.g. 1:0, so the harness does not take the gateway's core.
+#   KASSA_BENCH_UPSTREAM=canned answers upstream calls with `kassa sim --canned` (from the client's
+#     binary): the simulator's card-payment answers replayed, a few µs each, so the harness's share of
+#     the machine is small. Card flows only (flows.json, push.json).
 # Beside CPU per flow, the JSON line gives host-independent counts per flow for the gateway: bytes
 # written to files and write syscalls (/proc/<pid>/io), context switches (every thread), event-log
 # commits; and each gateway thread's CPU per flow by its kernel name.
@@ -27,7 +30,9 @@ if [ -n "${KASSA_BENCH_PIN:-}" ]; then gw_pin=(taskset -c "${KASSA_BENCH_PIN%%:*
 # Builds before the per-address caps have no such options (and no such cap to raise).
 caps=(); if $kassa serve --help 2>&1 | grep -q -- --max-half-open-per-address; then caps=(--max-half-open-per-address 4096 --max-half-open 4096); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
-"${harness_pin[@]}" $kassa sim --listen "127.0.0.1:$sim_port" --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}" >"$out/sim.log" 2>&1 &
+upstream=($kassa sim --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}")
+[ "${KASSA_BENCH_UPSTREAM:-sim}" = canned ] && upstream=($client sim --canned)
+"${harness_pin[@]}" "${upstream[@]}" --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 &
 sim=$!
 "${gw_pin[@]}" $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
   --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin \

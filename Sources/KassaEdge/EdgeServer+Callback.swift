@@ -290,10 +290,11 @@ extension EdgeServer {
     }
 
     private func dispatch(_ conn: EdgeConnection) {
-        requestDone(conn.wsi)
         let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
                                   headers: conn.headers, body: conn.body, remoteAddress: Self.peer(conn.wsi))
         conn.body = []
+        if let answer = handler.respondNow(to: request) { return answerNow(conn, answer) }
+        requestDone(conn.wsi)
         confined.httpInFlight += 1
         let handler = self.handler
         let id = conn.id

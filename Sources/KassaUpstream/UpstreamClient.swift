@@ -185,8 +185,9 @@ final class CurlEngine: @unchecked Sendable {
         case "HEAD": _ = kassa_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
         default: _ = kassa_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
         }
-        // A POST, PUT or PATCH always states its length, even when empty.
-        let body = request.body ?? (["POST", "PUT", "PATCH"].contains(method) ? [] : nil)
+        // A POST, PUT or PATCH always states its length, even when empty. A GET or HEAD sends none:
+        // curl would turn it into a POST.
+        let body = method == "GET" || method == "HEAD" ? nil : request.body ?? (["POST", "PUT", "PATCH"].contains(method) ? [] : nil)
         if let body {
             _ = kassa_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             body.withUnsafeBytes { raw in

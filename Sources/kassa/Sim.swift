@@ -12,6 +12,9 @@ struct Sim: AsyncParsableCommand {
         paymentorders.create, paymentorders.get, paymentorders.patch, …) or *; FAULT is latency=MS, status=CODE, \
         timeout, reset, malformed or truncated; RATE is 0…1 (default 1). A request whose body or query holds \
         sim-fault:FAULT gets that fault whatever the rules say. GET/PUT /sim/faults reads or replaces the rules.
+
+        --canned serves, for benchmarks, the simulator's answers for one frictionless card payment, rendered \
+        once and replayed with each payment's ids: no state, no faults, every attempt succeeds.
         """
     )
 
@@ -25,6 +28,8 @@ struct Sim: AsyncParsableCommand {
     var payerDelayMs: Int?
     @Option(name: .customLong("fault"), help: "A fault rule ROUTE:FAULT[:RATE]; repeatable.")
     var faults: [String] = []
+    @Flag(help: "Replay canned answers for card payments (benchmarks): a few microseconds an answer.")
+    var canned = false
 
     func run() async throws {
         LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
@@ -35,27 +40,32 @@ struct Sim: AsyncParsableCommand {
             guard let rule = FaultRule(text) else { throw ValidationError("--fault must be ROUTE:FAULT[:RATE], not \(text)") }
             rules.append(rule)
         }
-        let simulator: Simulator
+        let bearer = setting(token, "KASSA_SIM_TOKEN", default: Simulator.defaultToken)
+        let service: SimulatorService
         do {
-            simulator = try Simulator.start(Simulator.Configuration(
-                host: host, port: port, token: setting(token, "KASSA_SIM_TOKEN", default: Simulator.defaultToken),
-                seed: UInt64(try setting(seed, "KASSA_SIM_SEED", default: 1)), faults: rules,
-                payerDelayMs: try setting(payerDelayMs, "KASSA_SIM_PAYER_DELAY_MS", default: 300)))
+            if canned {
+                let upstream = try await CannedUpstream.start(host: host, port: port, token: bearer)
+                service = SimulatorService(stop: upstream.stop, logger: logger, ready: ["address": "\(host):\(upstream.port)", "canned": "true"])
+            } else {
+                let simulator = try Simulator.start(Simulator.Configuration(
+                    host: host, port: port, token: bearer, seed: UInt64(try setting(seed, "KASSA_SIM_SEED", default: 1)), faults: rules,
+                    payerDelayMs: try setting(payerDelayMs, "KASSA_SIM_PAYER_DELAY_MS", default: 300)))
+                service = SimulatorService(stop: simulator.stop, logger: logger,
+                                           ready: ["address": "\(host):\(simulator.port)", "faults": "\(rules.count)"])
+            }
         } catch {
             printToTerminal("kassa sim: \(error)")
             throw ExitCode(1)
         }
-        let service = SimulatorService(simulator: simulator, logger: logger,
-                                       ready: ["address": "\(host):\(simulator.port)", "faults": "\(rules.count)"])
         try await ServiceGroup(services: [service],
                                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
         logger.info("stopped")
     }
 }
 
-/// The standalone simulator as a service: it serves until the graceful stop.
+/// The standalone simulator (or canned upstream) as a service: it serves until the graceful stop.
 struct SimulatorService: Service {
-    let simulator: Simulator
+    let stop: @Sendable () async -> Void
     let logger: Logger
     let ready: Logger.Metadata
 
@@ -63,6 +73,6 @@ struct SimulatorService: Service {
         // Logged here, once the group traps SIGTERM: a stop sent as soon as this line shows is graceful.
         logger.info("listening", metadata: ready)
         try? await gracefulShutdown()
-        await simulator.stop()
+        await stop()
     }
 }

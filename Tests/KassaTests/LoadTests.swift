@@ -167,6 +167,25 @@ struct LoadTests {
         await t.stop()
     }
 
+    @Test("card flows complete through a gateway whose upstream is the canned one, the benchmark's stand-in")
+    func cannedUpstream() async throws {
+        let canned = try await CannedUpstream.start(token: "upstream-secret")
+        let t = try TestNode(upstreamURL: canned.baseURL)
+        let (status, output, report) = try await runLoad(t, scenario: """
+            {"name": "canned", "clients": 4, "iterations": 5, "flows": {"card": 1}}
+            """)
+        #expect(status == 0, "\(output)")
+        #expect(report["completed"]?.intValue == 20)
+        #expect(report["failedTotal"]?.intValue == 0)
+        // Twenty payment orders, each with its own id.
+        let orders = try await t.node.gateway.store.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(DISTINCT summary) FROM events WHERE kind = 'paymentorder.created'")
+        }
+        #expect(orders == 20)
+        await t.stop()
+        await canned.stop()
+    }
+
     @Test("targets off loopback need --allow-remote")
     func loopbackOnly() throws {
         #expect(throws: Scenario.Invalid.self) { try LoadRunner.Target(url: "http://192.0.2.1:8080", allowRemote: false) }

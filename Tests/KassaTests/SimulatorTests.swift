@@ -151,6 +151,51 @@ struct SimulatorTests {
         p.signal(SIGTERM)
         #expect(try await onThread { p.waitForExit() } == 0)
     }
+    @Test("the canned upstream replays the simulator's card payment with each payment's own ids, and refuses what it cannot answer")
+    func canned() async throws {
+        let canned = try await CannedUpstream.start(token: "tok")
+        func call(_ method: String, _ path: String, token: String = "tok", body: String = "{}") async throws -> UpstreamResponse {
+            try await client.send(UpstreamRequest(method: method, url: canned.baseURL + path,
+                                                  headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json;version=3.1")],
+                                                  body: Array(body.utf8)))
+        }
+        let first = try await call("POST", "/psp/paymentorders"), second = try await call("POST", "/psp/paymentorders")
+        #expect(first.status == 201)
+        #expect(first.headers.contains { $0.0 == "content-type" && $0.1.contains("version=3.1") })
+        let orders = try [first, second].map { try JSONValue.parse($0.body) }
+        let ids = orders.map { $0["paymentOrder"]?["id"]?.stringValue ?? "" }
+        #expect(ids[0].hasPrefix("/psp/paymentorders/") && ids[0] != ids[1], "\(ids)")
+        func href(_ doc: JSONValue?, _ rel: String) -> String? {
+            doc?["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == rel }?["href"]?.stringValue
+        }
+        // Each order's session link is its own, on the canned upstream's address.
+        let links = orders.compactMap { href($0, "view-paymentsession") }
+        #expect(links.count == 2 && links[0] != links[1] && links.allSatisfy { $0.hasPrefix(canned.baseURL + "/psp/paymentsessions/") })
+        let session = String(links[1].dropFirst(canned.baseURL.count).prefix { $0 != "?" })
+        #expect(try await call("GET", String(ids[1])).status == 200)
+
+        // The session's answers follow a frictionless card payment, and every link names this session.
+        let fetched = try JSONValue.parse(try await call("GET", session).body)
+        #expect(href(fetched, "prepare-payment") == canned.baseURL + session + "/prepare")
+        let prepared = try JSONValue.parse(try await call("POST", session + "/prepare").body)
+        #expect(href(prepared, "prepare-payment") == nil)
+        let card = prepared["paymentSession"]?["methods"]?.arrayValue?.first { $0["paymentMethod"]?.stringValue == "CreditCard" }
+        #expect(href(card, "expand-method") == canned.baseURL + session + "/methods/CreditCard/expand")
+        let expanded = try JSONValue.parse(try await call("POST", session + "/methods/CreditCard/expand").body)
+        let expandedCard = expanded["paymentSession"]?["methods"]?.arrayValue?.first { $0["paymentMethod"]?.stringValue == "CreditCard" }
+        #expect(href(expandedCard, "start-payment-attempt") == canned.baseURL + session + "/methods/CreditCard/attempts")
+        let completed = try JSONValue.parse(try await call("POST", session + "/methods/CreditCard/attempts", body: #"{"paymentToken":"x"}"#).body)
+        #expect(href(completed, "redirect-payer") == "https://shop.example/complete")
+        #expect(try await call("POST", session + "/events").status == 204)
+
+        // What it does not answer: a stranger's token, a wrong bearer, another method or route.
+        #expect(try await call("GET", "/psp/paymentsessions/" + String(repeating: "a", count: 64)).status == 404)
+        #expect(try await call("GET", session, token: "wrong").status == 401)
+        #expect(try await call("POST", session + "/methods/Swish/attempts").status == 404)
+        #expect(try await call("POST", "/psp/consumers").status == 404)
+        await canned.stop()
+    }
+
 }
 
 @Suite("Payment url helpers")

@@ -1,0 +1,225 @@
+import KassaCore
+import KassaEdge
+import Synchronization
+
+/// A benchmark's upstream: the simulator's answers for one frictionless card payment, rendered
+/// once at start-up and replayed with each payment's ids spliced in, on the edge's service
+/// thread (no task, no state, no JSON). Every attempt succeeds. The shapes, and the sources
+/// they follow, are the simulator's: this only replays them, so what a benchmark measures
+/// is the gateway rather than its stand-in.
+///
+/// Routes: create and get a payment order; get, prepare, expand and attempt a PaymentSession;
+/// beacons. Anything else is a 404 in Swedbank Pay's problem shape.
+public final class CannedUpstream: EdgeHandler {
+    public let token: String
+    private let edge = Mutex<EdgeServer?>(nil)
+    private let answers = Mutex<[Answer: CannedAnswer]>([:])
+    private let created = Atomic<UInt64>(0)
+
+    enum Answer: Hashable, Sendable {
+        case orderCreated, order, session, prepared, expanded, completed, beacon
+    }
+
+    /// The ids one payment's answers carry, all derived from its number, so a later request
+    /// names its payment by the token or id in its path.
+    struct PaymentIDs: Sendable {
+        let orderID: String
+        let orderToken: String
+        let sessionToken: String
+
+        static let orderTokenStem = "0c0a11ed" + String(repeating: "0", count: 40)
+        static let sessionTokenStem = "5e5510ed" + String(repeating: "0", count: 40)
+        static let orderIDStem = "ca11ed00-0000-4000-a000-"
+
+        init(_ number: UInt64) {
+            let hex = String(number, radix: 16).leftPadded(to: 16)
+            orderID = Self.orderIDStem + hex.suffix(12)
+            orderToken = Self.orderTokenStem + hex
+            sessionToken = Self.sessionTokenStem + hex
+        }
+
+        /// The payment a session token or payment order id names, if it is one of ours.
+        static func number(sessionToken: String) -> UInt64? {
+            guard sessionToken.utf8.count == 64, sessionToken.hasPrefix(sessionTokenStem) else { return nil }
+            return UInt64(sessionToken.suffix(16), radix: 16)
+        }
+
+        static func number(orderID: String) -> UInt64? {
+            guard orderID.utf8.count == 36, orderID.hasPrefix(orderIDStem) else { return nil }
+            return UInt64(orderID.suffix(12), radix: 16)
+        }
+
+        /// Each value with the prefixes the simulator also prints (tracking ids, launch tokens), longest first.
+        var values: [String] {
+            [orderToken, sessionToken, orderID, String(orderToken.prefix(32)), String(sessionToken.prefix(32)), String(sessionToken.prefix(8))]
+        }
+    }
+
+    init(token: String) { self.token = token }
+
+    /// Starts a canned upstream on its own port; its answers are rendered before this returns.
+    public static func start(host: String = "127.0.0.1", port: Int = 0, token: String = Simulator.defaultToken) async throws(EdgeStartError) -> CannedUpstream {
+        let canned = CannedUpstream(token: token)
+        var configuration = EdgeConfiguration(host: host, port: port, maxBodyBytes: 1 << 20, shutdownGraceSeconds: 0.5)
+        // One client, a gateway, keeping many idle connections (as the simulator allows).
+        configuration.maxHalfOpenPerAddress = 2_048
+        configuration.maxHalfOpen = 2_048
+        let edge = EdgeServer(configuration: configuration, handler: canned)
+        try edge.start()
+        canned.edge.withLock { $0 = edge }
+        let rendered = await render(base: "http://\(host):\(edge.port)", token: token)
+        canned.answers.withLock { $0 = rendered }
+        return canned
+    }
+
+    public var port: Int { edge.withLock { $0?.port ?? 0 } }
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    public func stop() async {
+        let edge = edge.withLock { $0 }
+        await edge?.stop()
+    }
+
+    /// Plays one frictionless card payment through a private simulator and keeps each answer
+    /// with its ids cut out.
+    static func render(base: String, token: String) async -> [Answer: CannedAnswer] {
+        let simulator = Simulator(configuration: Simulator.Configuration(token: token))
+        simulator.state.withLock { $0.baseURL = base }
+        func call(_ method: HTTPMethod, _ path: String, _ body: String = "", contentType: String = "application/json") async -> HTTPResponse {
+            let request = HTTPRequest(method: method, path: path, headers: HTTPHeaders([("authorization", "Bearer \(token)"), ("content-type", contentType)]),
+                                      body: Array(body.utf8))
+            return await simulator.router.respond(simulator, request, requestID: "").response
+        }
+        // A payment order as Kassa creates one for a card payment (see MerchantAPI's paymentOrders).
+        let orderCreated = await call(.POST, "/psp/paymentorders", """
+            {"paymentorder":{"operation":"Purchase","currency":"SEK","amount":1500,"vatAmount":0,"description":"Kassa benchmark",\
+            "userAgent":"kassa-load","language":"sv-SE","productName":"Checkout3","urls":{"hostUrls":["https://shop.example"],\
+            "completeUrl":"https://shop.example/complete","cancelUrl":"https://shop.example/cancel"},\
+            "payeeInfo":{"payeeId":"bench-payee","payeeReference":"bench1","payeeName":"Kassa bench"}}}
+            """, contentType: "application/json;version=3.1")
+        guard let order = simulator.state.withLock({ $0.paymentOrders.values.first }) else {
+            preconditionFailure("the simulator refused the canned payment order: \(orderCreated.status)")
+        }
+        let ids = [order.token, order.sessionToken, order.id, String(order.token.prefix(32)),
+                   String(order.sessionToken.prefix(32)), String(order.sessionToken.prefix(8))]
+        let session = "/psp/paymentsessions/\(order.sessionToken)"
+        let rendered: [(Answer, HTTPResponse)] = [
+            (.orderCreated, orderCreated),
+            (.order, await call(.GET, "/psp/paymentorders/\(order.id)")),
+            (.session, await call(.GET, session)),
+            (.prepared, await call(.POST, session + "/prepare", "{}")),
+            (.expanded, await call(.POST, session + "/methods/CreditCard/expand", "{}")),
+            (.completed, await call(.POST, session + "/methods/CreditCard/attempts", #"{"paymentToken":"sim-card-frictionless"}"#)),
+            (.beacon, HTTPResponse(status: 204)),
+        ]
+        return Dictionary(uniqueKeysWithValues: rendered.map { ($0.0, CannedAnswer($0.1, cutting: ids)) })
+    }
+
+    // MARK: EdgeHandler
+
+    /// Every answer is made on the service thread.
+    public func respondNow(to request: HTTPRequest) -> HTTPResponse? {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)
+        guard parts.count >= 2, parts[0] == "psp" else { return Self.notFound }
+        // Beacons come without a token (see Simulator.respond).
+        if !(parts.last == "events" && request.method == .POST) {
+            guard let header = request.headers["authorization"], header.hasPrefix("Bearer "),
+                  Secrets.constantTimeEquals(String(header.dropFirst(7)), token) else { return SwedbankProblem.unauthorized() }
+        }
+        let answer: Answer
+        let number: UInt64?
+        switch (request.method, parts[1], parts.count) {
+        case (.POST, "paymentorders", 2):
+            answer = .orderCreated
+            number = created.add(1, ordering: .relaxed).newValue
+        case (.GET, "paymentorders", 3):
+            answer = .order
+            number = PaymentIDs.number(orderID: String(parts[2]))
+        case (_, "paymentsessions", 3...):
+            number = PaymentIDs.number(sessionToken: String(parts[2]))
+            switch (request.method, parts[3...].joined(separator: "/")) {
+            case (.GET, ""): answer = .session
+            case (.POST, "prepare"): answer = .prepared
+            case (.POST, "methods/CreditCard/expand"): answer = .expanded
+            case (.POST, "methods/CreditCard/attempts"): answer = .completed
+            case (.POST, "events"): answer = .beacon
+            default: return Self.notFound
+            }
+        default:
+            return Self.notFound
+        }
+        guard let number, let canned = answers.withLock({ $0[answer] }) else { return Self.notFound }
+        return canned.response(for: PaymentIDs(number))
+    }
+
+    static let notFound = SwedbankProblem.notFound("paymentsessions", "The canned upstream answers one frictionless card payment only; this")
+
+    public func respond(to request: HTTPRequest) async -> HTTPResponse { respondNow(to: request) ?? Self.notFound }
+    public func shouldAcceptWebSocket(_ upgrade: WebSocketUpgrade) -> HTTPResponse? {
+        .problem(.notFound("the canned upstream serves no WebSockets"))
+    }
+    public func webSocketOpened(_ upgrade: WebSocketUpgrade) {}
+    public func webSocketReceived(_ connectionID: UInt64, text: String) {}
+    public func webSocketClosed(_ connectionID: UInt64, code: UInt16?) {}
+}
+
+/// One rendered answer: its status and headers, and its body as literal bytes with holes
+/// where the payment's ids go.
+struct CannedAnswer: Sendable {
+    enum Part: Sendable, Equatable {
+        case bytes([UInt8])
+        /// The index into `PaymentIDs.values`.
+        case id(Int)
+    }
+
+    let status: Int
+    let contentType: String
+    let headers: [(String, String)]
+    let parts: [Part]
+
+    /// Cuts every occurrence of `ids` (longest first, as `PaymentIDs.values` orders them) out of the body.
+    init(_ response: HTTPResponse, cutting ids: [String]) {
+        status = response.status
+        contentType = response.contentType
+        headers = response.headers
+        var parts: [Part] = [.bytes(response.body)]
+        for (index, id) in ids.enumerated() {
+            let needle = Array(id.utf8)
+            parts = parts.flatMap { part -> [Part] in
+                guard case .bytes(let bytes) = part else { return [part] }
+                return Self.split(bytes, on: needle, id: index)
+            }
+        }
+        self.parts = parts.filter { $0 != .bytes([]) }
+    }
+
+    static func split(_ bytes: [UInt8], on needle: [UInt8], id: Int) -> [Part] {
+        var parts: [Part] = []
+        var start = 0, i = 0
+        while i + needle.count <= bytes.count {
+            if bytes[i] == needle[0] && bytes[i..<(i + needle.count)].elementsEqual(needle) {
+                parts.append(.bytes(Array(bytes[start..<i])))
+                parts.append(.id(id))
+                i += needle.count
+                start = i
+            } else {
+                i += 1
+            }
+        }
+        parts.append(.bytes(Array(bytes[start...])))
+        return parts
+    }
+
+    func response(for ids: CannedUpstream.PaymentIDs) -> HTTPResponse {
+        let values = ids.values
+        var body: [UInt8] = []
+        body.reserveCapacity(4_096)
+        for part in parts {
+            switch part {
+            case .bytes(let bytes): body.append(contentsOf: bytes)
+            case .id(let index): body.append(contentsOf: values[index].utf8)
+            }
+        }
+        return HTTPResponse(status: status, contentType: contentType, headers: headers, body: body)
+    }
+}
