@@ -2,7 +2,7 @@
 # Runs `kassa load` with a scenario against a fresh gateway (release build) whose
 # simulator runs in its own process, all on loopback, and samples the gateway's
 # RSS and open files once a second. Every load client connects from 127.0.0.1, as clients behind
-# a proxy do: the per-address half-open cap is raised above the scenario's clients. Prints the load report, then one JSON line:
+# a proxy do: the per-address caps (half-open, open) are raised above the scenario's clients. Prints the load report, then one JSON line:
 #   {"rssStartKiB", "rssPeakKiB", "rssEndKiB", "fdsPeak", "perStreamKiB", "droppedEvents", ...}
 # Usage: bench/load.sh SCENARIO [extra kassa load options…]
 #   KASSA_BENCH_OUT=dir keeps the report, samples and logs there (default: a temp dir, deleted).
@@ -28,7 +28,8 @@ client=${KASSA_BENCH_CLIENT_BIN:-$kassa}
 gw_pin=(); harness_pin=()
 if [ -n "${KASSA_BENCH_PIN:-}" ]; then gw_pin=(taskset -c "${KASSA_BENCH_PIN%%:*}"); harness_pin=(taskset -c "${KASSA_BENCH_PIN##*:}"); fi
 # Builds before the per-address caps have no such options (and no such cap to raise).
-caps=(); if $kassa serve --help 2>&1 | grep -q -- --max-half-open-per-address; then caps=(--max-half-open-per-address 4096 --max-half-open 4096); fi
+caps=(); if $kassa serve --help 2>&1 | grep -q -- --max-half-open-per-address; then
+  caps=(--max-half-open-per-address 4096 --max-half-open 4096 --max-connections-per-address 100000); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
 upstream=($kassa sim --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}")
 [ "${KASSA_BENCH_UPSTREAM:-sim}" = canned ] && upstream=($client sim --canned)

@@ -312,32 +312,32 @@ extension EdgeServer {
         lws_callback_on_writable(conn.wsi)
     }
 
+    /// Writes the status line, headers and body in one `lws_write`, so one `send` (HTTP/1.1 only:
+    /// ALPN offers nothing else, and h1 writes raw). The header space is bounded; the body follows it.
     private func writeHTTP(wsi: OpaquePointer, _ response: HTTPResponse) -> Bool {
         let pre = kassa_lws_pre
-        var extraBytes = 0
-        for (n, v) in response.headers { extraBytes += n.utf8.count + v.utf8.count + 4 }
-        var buffer = [UInt8](repeating: 0, count: pre + 512 + extraBytes)
-        let ok = buffer.withUnsafeMutableBufferPointer { buf -> Bool in
+        var headerBytes = 512
+        for (n, v) in response.headers { headerBytes += n.utf8.count + v.utf8.count + 4 }
+        var buffer = [UInt8](repeating: 0, count: pre + headerBytes + response.body.count)
+        let written = buffer.withUnsafeMutableBufferPointer { buf -> Int32 in
             let start = buf.baseAddress! + pre
-            let end = buf.baseAddress! + buf.count
+            let headersEnd = start + headerBytes
             var p: UnsafeMutablePointer<UInt8>? = start
             if lws_add_http_common_headers(wsi, UInt32(response.status), response.contentType,
-                                           lws_filepos_t(response.body.count), &p, end) != 0 { return false }
+                                           lws_filepos_t(response.body.count), &p, headersEnd) != 0 { return -1 }
             for (name, value) in response.headers {
                 let field = name.hasSuffix(":") ? name : name + ":"
-                if lws_add_http_header_by_name(wsi, field, value, Int32(value.utf8.count), &p, end) != 0 { return false }
+                if lws_add_http_header_by_name(wsi, field, value, Int32(value.utf8.count), &p, headersEnd) != 0 { return -1 }
             }
             if response.closeConnection {
-                if lws_add_http_header_by_name(wsi, "connection:", "close", 5, &p, end) != 0 { return false }
+                if lws_add_http_header_by_name(wsi, "connection:", "close", 5, &p, headersEnd) != 0 { return -1 }
             }
-            return lws_finalize_write_http_header(wsi, start, &p, end) == 0
-        }
-        guard ok else { return false }
-        if response.body.isEmpty { return true }
-        var body = [UInt8](repeating: 0, count: pre)
-        body.append(contentsOf: response.body)
-        let written = body.withUnsafeMutableBufferPointer { buf in
-            lws_write(wsi, buf.baseAddress! + pre, response.body.count, LWS_WRITE_HTTP_FINAL)
+            guard lws_finalize_http_header(wsi, &p, headersEnd) == 0, var end = p else { return -1 }
+            response.body.withUnsafeBytes { body in
+                if let base = body.baseAddress { end.update(from: base.assumingMemoryBound(to: UInt8.self), count: body.count) }
+            }
+            end += response.body.count
+            return lws_write(wsi, start, end - start, LWS_WRITE_HTTP_FINAL)
         }
         return written >= 0
     }
