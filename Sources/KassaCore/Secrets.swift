@@ -3,12 +3,17 @@ public enum Secrets {
     /// `bytes` random bytes from the system's cryptographic source, as lower-case hex.
     public static func randomHex(bytes: Int = 16) -> String {
         var generator = SystemRandomNumberGenerator()
+        // Eight bytes per draw: each draw is a system call.
+        return hex(bytes: bytes) { generator.next() }
+    }
+
+    /// `bytes` bytes drawn eight at a time from `next`, as lower-case hex.
+    static func hex(bytes: Int, _ next: () -> UInt64) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes * 2 + 16)
-        // Eight bytes per draw: each draw is a system call.
         while out.count < bytes * 2 {
-            var word = generator.next()
+            var word = next()
             for _ in 0..<8 {
                 out.append(digits[Int(word >> 4 & 0xF)])
                 out.append(digits[Int(word & 0xF)])

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// W3C Trace Context (`traceparent: 00-<trace-id>-<parent-id>-<flags>`):
 /// accepted from clients, sent upstream, and kept on every event as `trace_id`.
 public enum TraceContext {
@@ -18,11 +20,14 @@ public enum TraceContext {
     }
 
     /// A fresh 128-bit trace id.
-    public static func newTraceID() -> String { Secrets.randomHex(bytes: 16) }
+    public static func newTraceID() -> String { UniqueID.hex(bytes: 16) }
+
+    /// A fresh 64-bit span (parent) id.
+    public static func newSpanID() -> String { UniqueID.hex(bytes: 8) }
 
     /// The header for a call made on behalf of `traceID`, with a new span id.
     public static func traceparent(traceID: String) -> String {
-        "00-\(traceID)-\(Secrets.randomHex(bytes: 8))-01"
+        "00-\(traceID)-\(newSpanID())-01"
     }
 
     public static func isTraceID(_ s: String) -> Bool { s.count == 32 && s.allSatisfy(isLowerHex) }
@@ -37,5 +42,25 @@ extension String {
         let start = firstIndex { !$0.isWhitespace } ?? endIndex
         let end = lastIndex { !$0.isWhitespace }.map { index(after: $0) } ?? endIndex
         return self[start..<max(start, end)]
+    }
+}
+
+/// Ids that must be unique but are not secrets (request, trace and span ids): a SplitMix64
+/// sequence over a counter, from a seed drawn once from the system's generator. An id costs
+/// no system call (a request drew three before); the mix is a bijection of the counter, so no
+/// id repeats within a process, and the seed keeps processes apart.
+public enum UniqueID {
+    private static let seed: UInt64 = { var system = SystemRandomNumberGenerator(); return system.next() }()
+    private static let counter = Atomic<UInt64>(0)
+
+    /// `bytes` bytes as lower-case hex, never all zeros (W3C refuses such ids).
+    public static func hex(bytes: Int) -> String {
+        Secrets.hex(bytes: bytes) {
+            var z = seed &+ counter.add(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            let word = z ^ (z >> 31)
+            return word == 0 ? 1 : word
+        }
     }
 }

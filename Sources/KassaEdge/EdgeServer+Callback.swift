@@ -291,7 +291,7 @@ extension EdgeServer {
 
     private func dispatch(_ conn: EdgeConnection) {
         let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
-                                  headers: conn.headers, body: conn.body, remoteAddress: Self.peer(conn.wsi))
+                                  headers: conn.headers, body: conn.body, remoteAddress: confined.addresses[conn.wsi] ?? Self.peer(conn.wsi))
         conn.body = []
         if let answer = handler.respondNow(to: request) { return answerNow(conn, answer) }
         requestDone(conn.wsi)
@@ -348,7 +348,7 @@ extension EdgeServer {
         let conn = register(wsi: wsi, user: user, kind: .webSocket)
         let path = Self.header(wsi, WSI_TOKEN_GET_URI) ?? "/"
         let upgrade = WebSocketUpgrade(connectionID: conn.id, path: path, query: Self.queryArguments(wsi).map { (name: $0.0, value: $0.1) },
-                                       headers: readHeaders(wsi), remoteAddress: Self.peer(wsi))
+                                       headers: readHeaders(wsi), remoteAddress: confined.addresses[wsi] ?? Self.peer(wsi))
         if confined.draining {
             refuse(wsi: wsi, user: user, .problem(.serviceUnavailable("the server is shutting down")))
             return 1
@@ -698,26 +698,33 @@ extension EdgeServer {
     }
 
     /// The known headers lws parsed, plus the configured custom ones.
+    /// The request's header tokens worth reading: every one libwebsockets knows, less the request
+    /// line's (method and URI), with its lower-case name. Built once.
+    static let headerTokens: [(token: lws_token_indexes, name: String)] = {
+        let requestLine: Set<UInt32> = [WSI_TOKEN_GET_URI, WSI_TOKEN_POST_URI, WSI_TOKEN_PUT_URI, WSI_TOKEN_PATCH_URI,
+                                        WSI_TOKEN_DELETE_URI, WSI_TOKEN_OPTIONS_URI, WSI_TOKEN_HEAD_URI,
+                                        WSI_TOKEN_HTTP_URI_ARGS, WSI_TOKEN_HTTP].reduce(into: []) { $0.insert($1.rawValue) }
+        return (0..<WSI_TOKEN_COUNT.rawValue).compactMap { raw in
+            let token = lws_token_indexes(rawValue: raw)
+            guard !requestLine.contains(raw), let pointer = lws_token_to_string(token) else { return nil }
+            var name = String(cString: pointer).lowercased()
+            if name.hasSuffix(":") { name.removeLast() }
+            return name.isEmpty || name.hasPrefix(":") ? nil : (token, name)
+        }
+    }()
+
     func readHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        let skip: Set<UInt32> = [WSI_TOKEN_GET_URI, WSI_TOKEN_POST_URI, WSI_TOKEN_PUT_URI, WSI_TOKEN_PATCH_URI,
-                                 WSI_TOKEN_DELETE_URI, WSI_TOKEN_OPTIONS_URI, WSI_TOKEN_HEAD_URI,
-                                 WSI_TOKEN_HTTP_URI_ARGS, WSI_TOKEN_HTTP].reduce(into: []) { $0.insert($1.rawValue) }
-        for raw in 0..<WSI_TOKEN_COUNT.rawValue where !skip.contains(raw) {
-            let token = lws_token_indexes(rawValue: raw)
-            guard lws_hdr_total_length(wsi, token) > 0, let namePointer = lws_token_to_string(token) else { continue }
-            var name = String(cString: namePointer)
-            if name.hasSuffix(":") { name.removeLast() }
-            guard !name.isEmpty, !name.hasPrefix(":"), let value = Self.header(wsi, token) else { continue }
-            headers.add(name, value)
+        for (token, name) in Self.headerTokens where lws_hdr_total_length(wsi, token) > 0 {
+            guard let value = Self.header(wsi, token) else { continue }
+            headers.appendLowercased(name, value)
         }
-        for name in configuration.customHeaderNames {
-            let key = name.lowercased() + ":"
+        for (name, key) in customHeaderKeys {
             let length = Int(lws_hdr_custom_length(wsi, key, Int32(key.utf8.count)))
             guard length >= 0 else { continue }
             var buffer = [CChar](repeating: 0, count: length + 1)
             guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), key, Int32(key.utf8.count)) >= 0 else { continue }
-            headers.add(name, String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            headers.appendLowercased(name, String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return headers
     }

@@ -17,6 +17,11 @@ public struct HTTPHeaders: Sendable, Sequence {
         fields.append((name.lowercased(), value))
     }
 
+    /// `add` for a name known to be lower-case already (the edge's own tables).
+    mutating func appendLowercased(_ name: String, _ value: String) {
+        fields.append((name, value))
+    }
+
     public subscript(name: String) -> String? {
         let lower = name.lowercased()
         return fields.first(where: { $0.name == lower })?.value

@@ -134,7 +134,7 @@ public final class Gateway: EdgeHandler {
     // MARK: HTTP
 
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
-        let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8)
+        let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? UniqueID.hex(bytes: 8)
         let span = telemetry.requestSpan(request, tls: configuration.edgeServesTLS)
         // With tracing on, the span's trace (the caller's, or one the tracer began) is the request's.
         let ids = telemetry.ids(span.context)

@@ -205,6 +205,20 @@ struct TokenTests {
     static let secret = "0123456789abcdef0123456789abcdef-one"
     static let href = "https://up.example/psp/paymentsessions/t0k"
 
+    @Test("request, trace and span ids: the right length, lower-case hex, valid for W3C, and no repeats")
+    func uniqueIDs() {
+        let traces = (0..<20_000).map { _ in TraceContext.newTraceID() }
+        #expect(Set(traces).count == traces.count)
+        #expect(traces.allSatisfy(TraceContext.isTraceID))
+        let spans = (0..<20_000).map { _ in TraceContext.newSpanID() }
+        #expect(Set(spans).count == spans.count)
+        #expect(spans.allSatisfy { $0.utf8.count == 16 && TraceContext.isSpanID($0) })
+        let header = TraceContext.traceparent(traceID: traces[0])
+        #expect(TraceContext.traceID(fromTraceparent: header) == traces[0])
+        // Consecutive ids share no long prefix: the counter is mixed, not printed.
+        #expect(spans[0].prefix(8) != spans[1].prefix(8))
+    }
+
     @Test("SHA-256 comes from swift-crypto and matches the standard test vectors")
     func vectors() {
         #expect(Hashing.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")

@@ -86,7 +86,7 @@ public struct Telemetry: Sendable {
     func remoteParent(traceID: String, spanID: String?) -> ServiceContext {
         var context = ServiceContext.topLevel
         guard isOn, TraceContext.isTraceID(traceID) else { return context }
-        let header = "00-\(traceID)-\(spanID.flatMap { TraceContext.isSpanID($0) ? $0 : nil } ?? Secrets.randomHex(bytes: 8))-01"
+        let header = "00-\(traceID)-\(spanID.flatMap { TraceContext.isSpanID($0) ? $0 : nil } ?? TraceContext.newSpanID())-01"
         tracer.extract(HTTPHeaders([("traceparent", header)]), into: &context, using: HeaderExtraction())
         return context
     }
