@@ -8,12 +8,18 @@
 # the upstream's own cost does not decide the proxies' rates.
 # Usage: bench/compare.sh   (installs nginx-light and wrk if missing; prints JSON lines, the
 # last one the ratios Kassa/other)
+#   KASSA_BENCH_PIN=S:H (default 1:0) pins each server (Kassa, Hummingbird, nginx) to CPUs S and the
+#     harness (load client, wrk, canned upstream) to CPUs H, so the servers are compared on the same
+#     core and the harness does not take it; KASSA_BENCH_PIN= (empty) pins nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for p in nginx-light wrk; do dpkg -s $p >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p; } >&2; done   # stdout is the report
 swift build -c release --product kassa >/dev/null
 swift build -c release --package-path bench/push-server-hummingbird --scratch-path .build-hummingbird >/dev/null
 kassa=.build/release/kassa
+pin=${KASSA_BENCH_PIN-1:0}
+server=(); harness=()
+if [ -n "$pin" ]; then server=(taskset -c "${pin%%:*}"); harness=(taskset -c "${pin##*:}"); fi
 hb=.build-hummingbird/release/PushServer
 idle_clients="${KASSA_COMPARE_IDLE:-5000}"
 out=$(mktemp -d)
@@ -36,7 +42,7 @@ measure() {  # name pid url scenario [load options]
   # one more connection costs, apart from what the process holds whatever its load.
   ( while kill -0 "$pid" 2>/dev/null; do echo "$(ls "/proc/$pid/fd" | wc -l) $(rss "$pid")"; sleep 0.5; done ) >"$out/$name.samples" &
   local sampler=$!
-  $kassa load --url "$url" --api-key bench-key --scenario "$scenario" --json "$out/$name.json" "$@" 2>/dev/null >/dev/null || true
+  "${harness[@]}" $kassa load --url "$url" --api-key bench-key --scenario "$scenario" --json "$out/$name.json" "$@" 2>/dev/null >/dev/null || true
   kill $sampler 2>/dev/null || true
   python3 - "$name" "$out/$name.json" "$before" "$(rss "$pid")" "$(( $(cpu_ticks "$pid") - ticks ))" "$(getconf CLK_TCK)" "$out/$name.samples" \
     "$sqlite_before" "$(sqlite_kib)" <<'PY' | tee -a "$out/report.jsonl"
@@ -71,12 +77,12 @@ PY
 }
 
 sim_port=$((20000 + RANDOM % 10000)); kassa_port=$((sim_port + 1)); hb_port=$((sim_port + 2)); nginx_port=$((sim_port + 3))
-$kassa sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 & pids+=($!)
+"${harness[@]}" $kassa sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 & pids+=($!)
 # Every load client connects from 127.0.0.1: the per-address caps are raised above the clients.
-$kassa serve --listen "127.0.0.1:$kassa_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
+"${server[@]}" $kassa serve --listen "127.0.0.1:$kassa_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
   --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning \
   --max-connections-per-address 100000 --max-half-open-per-address 4096 --max-half-open 4096 >"$out/serve.log" 2>&1 & kassa_pid=$!; pids+=($kassa_pid)
-$hb "$hb_port" >"$out/hb.log" 2>&1 & hb_pid=$!; pids+=($hb_pid)
+"${server[@]}" $hb "$hb_port" >"$out/hb.log" 2>&1 & hb_pid=$!; pids+=($hb_pid)
 wait_http "http://127.0.0.1:$kassa_port/healthz"; wait_http "http://127.0.0.1:$hb_port/"
 
 # 1. WebSocket workloads (Kassa's idle sessions are real sessions: created upstream, fetched, held).
@@ -110,7 +116,7 @@ http {
   }
 }
 NGINX
-nginx -c "$out/nginx.conf" -p "$out"
+"${server[@]}" nginx -c "$out/nginx.conf" -p "$out"
 wait_http "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/"
 cat >"$out/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -119,7 +125,7 @@ wrk.body = '{"paymentorder":{"operation":"Purchase","currency":"SEK","amount":15
 LUA
 wrk_run() {  # name url [script]
   local name=$1 url=$2; shift 2
-  wrk -t2 -c64 -d10s --latency -H "Your-Api-Key: bench-key" "$@" "$url" >"$out/$name.wrk" 2>&1
+  "${harness[@]}" wrk -t2 -c64 -d10s --latency -H "Your-Api-Key: bench-key" "$@" "$url" >"$out/$name.wrk" 2>&1
   python3 - "$name" "$out/$name.wrk" <<'PY' | tee -a "$out/report.jsonl"
 import re, sys, json
 name, text = sys.argv[1], open(sys.argv[2]).read()

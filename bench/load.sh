@@ -30,6 +30,8 @@ if [ -n "${KASSA_BENCH_PIN:-}" ]; then gw_pin=(taskset -c "${KASSA_BENCH_PIN%%:*
 # Builds before the per-address caps have no such options (and no such cap to raise).
 caps=(); if $kassa serve --help 2>&1 | grep -q -- --max-half-open-per-address; then
   caps=(--max-half-open-per-address 4096 --max-half-open 4096 --max-connections-per-address 100000); fi
+# Pushes stamped to the microsecond where the build can (a millisecond stamp errs by up to 1 ms).
+if $kassa serve --help 2>&1 | grep -q -- --push-stamps; then caps+=(--push-stamps us); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
 upstream=($kassa sim --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}")
 [ "${KASSA_BENCH_UPSTREAM:-sim}" = canned ] && upstream=($client sim --canned)

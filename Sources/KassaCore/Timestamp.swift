@@ -3,12 +3,20 @@
 /// was a visible share of a push's cost).
 public enum Timestamp {
     /// `ms` since 1970 as ISO 8601 with milliseconds, in UTC.
-    public static func iso8601(ms: Int64) -> String {
-        let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
-        let msOfDay = ms - days * 86_400_000
+    public static func iso8601(ms: Int64) -> String { write(units: ms, perSecond: 1_000, fractionDigits: 3) }
+
+    /// `us` since 1970 as ISO 8601 with microseconds, in UTC: a live push's `at`, so a client
+    /// can time a push to the microsecond (its millisecond is the one the event log keeps).
+    public static func iso8601(us: Int64) -> String { write(units: us, perSecond: 1_000_000, fractionDigits: 6) }
+
+    private static func write(units: Int64, perSecond: Int64, fractionDigits: Int) -> String {
+        let perDay = 86_400 * perSecond
+        let days = units >= 0 ? units / perDay : (units - perDay + 1) / perDay
+        let ofDay = units - days * perDay
+        let secondOfDay = ofDay / perSecond
         let (year, month, day) = civil(fromDays: days)
         var out = [UInt8]()
-        out.reserveCapacity(24)
+        out.reserveCapacity(27)
         func digits(_ value: Int64, _ width: Int) {
             var divisor: Int64 = 1
             for _ in 1..<width { divisor *= 10 }
@@ -21,15 +29,20 @@ public enum Timestamp {
         }
         digits(year, 4); out.append(45); digits(month, 2); out.append(45); digits(day, 2)
         out.append(84)
-        digits(msOfDay / 3_600_000, 2); out.append(58)
-        digits(msOfDay / 60_000 % 60, 2); out.append(58)
-        digits(msOfDay / 1000 % 60, 2); out.append(46)
-        digits(msOfDay % 1000, 3); out.append(90)
+        digits(secondOfDay / 3_600, 2); out.append(58)
+        digits(secondOfDay / 60 % 60, 2); out.append(58)
+        digits(secondOfDay % 60, 2); out.append(46)
+        digits(ofDay % perSecond, fractionDigits); out.append(90)
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Reads `YYYY-MM-DDTHH:MM:SS[.fff…]Z` (UTC only); nil for anything else.
+    /// Reads `YYYY-MM-DDTHH:MM:SS[.fff…]Z` (UTC only) as ms since 1970; nil for anything else.
     public static func parseISO8601(_ text: String) -> Int64? {
+        parseISO8601Microseconds(text).map { $0 >= 0 ? $0 / 1000 : ($0 - 999) / 1000 }
+    }
+
+    /// The same, to the microsecond: digits past the sixth are dropped.
+    public static func parseISO8601Microseconds(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         guard b.count >= 20, b.last == 90, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58 else { return nil }
         func number(_ range: Range<Int>) -> Int64? {
@@ -43,19 +56,19 @@ public enum Timestamp {
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
               (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
-        var ms: Int64 = 0
+        var us: Int64 = 0
         if b.count > 20 {
             guard b[19] == 46, b.count > 21 else { return nil }
-            // Milliseconds from the first three digits; further digits must be digits, and are dropped.
+            // Microseconds from the first six digits; further digits must be digits, and are dropped.
             let fraction = 20..<(b.count - 1)
-            let kept = 20..<min(23, b.count - 1)
+            let kept = 20..<min(26, b.count - 1)
             guard fraction.count <= 9, number(fraction) != nil, let f = number(kept) else { return nil }
-            ms = f * pow10(3 - kept.count)
+            us = f * pow10(6 - kept.count)
         } else if b[19] != 90 {
             return nil
         }
         let days = daysFromCivil(year: year, month: month, day: day)
-        return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + ms
+        return (((days * 24 + hour) * 60 + minute) * 60 + second) * 1_000_000 + us
     }
 
     private static func pow10(_ n: Int) -> Int64 { (0..<n).reduce(1) { r, _ in r * 10 } }

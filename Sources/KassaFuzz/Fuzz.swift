@@ -33,6 +33,9 @@ enum FuzzTarget: String, CaseIterable {
             if let ms = Timestamp.parseISO8601(text), (0...253_402_300_799_999).contains(ms) {
                 guard Timestamp.parseISO8601(Timestamp.iso8601(ms: ms)) == ms else { fatalError("timestamp round trip differs for \(text)") }
             }
+            if let us = Timestamp.parseISO8601Microseconds(text), (0...253_402_300_799_999_999).contains(us) {
+                guard Timestamp.parseISO8601Microseconds(Timestamp.iso8601(us: us)) == us else { fatalError("µs timestamp round trip differs for \(text)") }
+            }
         case .numbers:
             // Every whole number a client writes as text: in range when read, and read back the same.
             for range: ClosedRange<Int64> in [0...1_000_000_000_000, 1...1_000, 0...Int64.max, 0...ClientNumber.maxTimeMs] {

@@ -27,6 +27,9 @@ public struct GatewayConfiguration: Sendable {
     public var sessionRetry: RetryPolicy
     /// Milliseconds a client may take to run the 3-D Secure method step before Kassa goes on without it.
     public var threeDSMethodTimeoutMs = 10_000
+    /// A live push's `at` to the microsecond rather than the millisecond (`--push-stamps us`, for
+    /// benchmarks: a millisecond stamp makes a 2 ms push latency err by up to half).
+    public var pushStampsInMicroseconds = false
     /// Milliseconds between get-payment polls (the SDKs use 2 000).
     public var sessionPollIntervalMs: Int
     /// Upstream connections kept open for reuse. Below the number of calls in flight at a busy

@@ -146,9 +146,9 @@ final class StreamReader: @unchecked Sendable {
             if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq") }
             if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq") }
             lastSeq = seq
-            if let at = Timestamp.parseISO8601(event.at) {
-                // `at` has millisecond precision and is truncated: the figure errs high by < 1 ms.
-                let madeNs = UInt64(max(at, 0)) * 1_000_000
+            if let at = Timestamp.parseISO8601Microseconds(event.at) {
+                // A live push's `at` has microseconds (a replay's only milliseconds, but replays are not timed).
+                let madeNs = UInt64(max(at, 0)) * 1_000
                 // A push made before this stream opened is a replay (an observer that joined late
                 // reads the session's earlier pushes): the time since is not a push latency.
                 if madeNs >= connection.openedAtNs - connection.openedAtNs % 1_000_000 {

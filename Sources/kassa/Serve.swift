@@ -79,6 +79,8 @@ struct Serve: AsyncParsableCommand {
     var maxWebSockets: Int?
     @Option(name: .customLong("max-sessions"), help: "Sessions one node holds at most; 0: no limit. (KASSA_MAX_SESSIONS, default 0)")
     var maxSessions: Int?
+    @Option(name: .customLong("push-stamps"), help: "A live push's `at`: ms (the contract's milliseconds) or us (microseconds, so a benchmark times pushes exactly). (KASSA_PUSH_STAMPS, default ms)")
+    var pushStamps: String?
     @Option(name: .customLong("ended-session-seconds"), help: "Seconds an ended session stays in memory after its last stream closes; later it is read from the database. (KASSA_ENDED_SESSION_SECONDS, default 30)")
     var endedSessionSeconds: Int?
     @Option(name: .customLong("waiting-session-seconds"), help: "Seconds a session waiting for the payer's choice, followed by no stream, stays in memory; later it is read from the database and upstream. (KASSA_WAITING_SESSION_SECONDS, default 120)")
@@ -198,6 +200,11 @@ struct Serve: AsyncParsableCommand {
         gateway.authFailuresPerMinute = try setting(authFailureLimit, "KASSA_AUTH_FAILURE_LIMIT", default: 30)
         guard (0...100_000).contains(gateway.authFailuresPerMinute) else { throw ValidationError("--auth-failure-limit must be from 0 to 100000") }
         gateway.maxSessions = try setting(maxSessions, "KASSA_MAX_SESSIONS", default: 0)
+        switch setting(pushStamps, "KASSA_PUSH_STAMPS", default: "ms") {
+        case "ms": gateway.pushStampsInMicroseconds = false
+        case "us": gateway.pushStampsInMicroseconds = true
+        default: throw ValidationError("--push-stamps must be ms or us")
+        }
         gateway.applePayMerchantID = setting(applePayMerchantID, "KASSA_APPLE_PAY_MERCHANT_ID", default: "").nonEmpty
         gateway.threeDSMethodTimeoutMs = try setting(threeDSMethodTimeoutMs, "KASSA_3DS_METHOD_TIMEOUT_MS", default: 10_000)
         guard (100...600_000).contains(gateway.threeDSMethodTimeoutMs) else {

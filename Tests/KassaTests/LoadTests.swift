@@ -186,6 +186,25 @@ struct LoadTests {
         await canned.stop()
     }
 
+    @Test("push stamps: milliseconds by default, microseconds with --push-stamps us; the event log keeps the millisecond")
+    func pushStamps() async throws {
+        let pattern = #/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.(\d{3}|\d{6})Z$/#
+        for micro in [false, true] {
+            let t = try TestNode { $0.pushStampsInMicroseconds = micro }
+            let (session, stream) = try await t.sessions.fetched()
+            let live = try #require(stream.received.first { $0["type"]?.stringValue == "PaymentSessionFetched" })
+            let replayed = try await t.sessions.stream(session, since: 0).event(.paymentSessionFetched)
+            let at = live["at"]?.stringValue ?? "", replayAt = replayed["at"]?.stringValue ?? ""
+            #expect(at.wholeMatch(of: pattern)?.1.count == (micro ? 6 : 3), "\(at)")
+            // A replay from memory is the same frame; the event log keeps the stamp's millisecond.
+            #expect(replayAt == at)
+            await t.node.store.eventLog.flush()
+            let logged = try t.node.store.eventLog.events().first { $0.kind == "push.sent" }
+            #expect(logged.map { Timestamp.iso8601(ms: $0.atMs) } == String(at.prefix(23)) + "Z", "\(at)")
+            await t.stop()
+        }
+    }
+
     @Test("targets off loopback need --allow-remote")
     func loopbackOnly() throws {
         #expect(throws: Scenario.Invalid.self) { try LoadRunner.Target(url: "http://192.0.2.1:8080", allowRemote: false) }
@@ -212,6 +231,17 @@ struct LoadTests {
         #expect(Timestamp.parseISO8601("2026-11-23T00:36:01.99999999999999999999999Z") == nil)
         for bad in ["", "2026-11-23", "2026-13-01T00:00:00Z", "2026-11-23T00:36:01+01:00", "2026-11-23T00:36:01.Z", "2026-11-23T0a:36:01Z"] {
             #expect(Timestamp.parseISO8601(bad) == nil, "\(bad)")
+            #expect(Timestamp.parseISO8601Microseconds(bad) == nil, "\(bad)")
         }
+        // Microseconds: written with six digits, read back exactly; a millisecond reader truncates them.
+        for us: Int64 in [0, 1, 999_999, 1_795_394_161_123_456, 4_102_444_799_999_999, -1, -1_000_001] {
+            let text = Timestamp.iso8601(us: us)
+            #expect(Timestamp.parseISO8601Microseconds(text) == us, "\(text)")
+            #expect(Timestamp.parseISO8601(text) == (us >= 0 ? us / 1000 : (us - 999) / 1000), "\(text)")
+        }
+        #expect(Timestamp.iso8601(us: 1_795_394_161_123_456) == "2026-11-23T00:36:01.123456Z")
+        #expect(Timestamp.iso8601(us: -1) == "1969-12-31T23:59:59.999999Z")
+        #expect(Timestamp.parseISO8601Microseconds("2026-11-23T00:36:01.5Z") == 1_795_394_161_500_000)
+        #expect(Timestamp.parseISO8601Microseconds("2026-11-23T00:36:01.123456789Z") == 1_795_394_161_123_456)
     }
 }

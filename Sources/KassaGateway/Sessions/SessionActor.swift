@@ -13,10 +13,11 @@ struct SequencedPush: Sendable {
     /// When the state change happened (pushes made in this process only): push latency starts here.
     var madeAt: ContinuousClock.Instant? = nil
 
-    init(seq: Int64, type: String, atMs: Int64, data: JSONValue, session: String, madeAt: ContinuousClock.Instant? = nil) {
+    /// `at`: as `SessionEnvironment.pushTime` gives it for a live push, the event log's millisecond for a replay.
+    init(seq: Int64, type: String, at: String, data: JSONValue, session: String, madeAt: ContinuousClock.Instant? = nil) {
         self.seq = seq
         self.madeAt = madeAt
-        text = StreamEvent(seq: seq, session: session, type: type, at: Timestamp.iso8601(ms: atMs), data: data).json.bytes
+        text = StreamEvent(seq: seq, session: session, type: type, at: at, data: data).json.bytes
     }
 }
 
@@ -205,8 +206,8 @@ actor SessionActor {
             switch effect {
             case .push(let event):
                 seq += 1
-                let atMs = environment.nowMs()
-                let push = SequencedPush(seq: seq, type: event.type.rawValue, atMs: atMs, data: event.data, session: id, madeAt: .now)
+                let (atMs, at) = environment.pushTime()
+                let push = SequencedPush(seq: seq, type: event.type.rawValue, at: at, data: event.data, session: id, madeAt: .now)
                 let problemType = event.type.isProblem ? event.data["problem"]?["type"]?.stringValue : nil
                 environment.pushed(type: event.type.rawValue, problemType: problemType)
                 pushes.append(push)

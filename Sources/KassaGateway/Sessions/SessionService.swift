@@ -27,6 +27,9 @@ protocol SessionEnvironment: AnyObject, Sendable {
     /// The session as the store has it, for an actor that was dropped from memory after it was found.
     func readBack(_ id: String) -> SessionActor?
     func nowMs() -> Int64
+    /// When a push is made: the event log's millisecond, and the frame's `at` (to the microsecond
+    /// with `pushStampsInMicroseconds`).
+    func pushTime() -> (ms: Int64, at: String)
     var telemetry: Telemetry { get }
 }
 
@@ -130,7 +133,7 @@ final class SessionService: SessionEnvironment {
     private func restore(_ record: Store.SessionRecord, href: String? = nil, how: String = "read back") -> SessionActor {
         let logged = (try? store.eventLog.pushedEvents(sessionID: record.id, afterSeq: 0)) ?? []
         let history = logged.map {
-            SequencedPush(seq: $0.seq ?? 0, type: $0.summary, atMs: $0.atMs, data: $0.data ?? .object([:]), session: record.id)
+            SequencedPush(seq: $0.seq ?? 0, type: $0.summary, at: Timestamp.iso8601(ms: $0.atMs), data: $0.data ?? .object([:]), session: record.id)
         }
         let phase = PaymentSessionMachine.Phase(rawValue: record.phase) ?? .starting
         let machine = PaymentSessionMachine(restoring: href ?? storedHref(record), phase: phase, history: logged.map(\.summary),
@@ -347,6 +350,14 @@ final class SessionService: SessionEnvironment {
     func readBack(_ id: String) -> SessionActor? { session(id) }
 
     func nowMs() -> Int64 { clock.nowMs() }
+    func pushTime() -> (ms: Int64, at: String) {
+        guard configuration.pushStampsInMicroseconds else {
+            let ms = clock.nowMs()
+            return (ms, Timestamp.iso8601(ms: ms))
+        }
+        let us = clock.nowUs()
+        return (us >= 0 ? us / 1000 : (us - 999) / 1000, Timestamp.iso8601(us: us))
+    }
 }
 
 /// The event log's event (swift-log has a type of the same name).
