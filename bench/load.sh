@@ -11,6 +11,9 @@
 #     two gateway builds can be driven by one client.
 #   KASSA_BENCH_PIN=G:H pins the gateway to CPUs G and the simulator and client to CPUs H (taskset),
 #     e.g. 1:0, so the harness does not take the gateway's core.
+#   KASSA_BENCH_ALLOCS=1 counts the gateway's malloc calls with a perf uprobe on libc's malloc (Swift's
+#     allocations end there too) and reports allocationsPerFlow. The probe costs microseconds a call,
+#     so take the other figures from a run without it.
 #   KASSA_BENCH_UPSTREAM=canned answers upstream calls with `kassa sim --canned` (from the client's
 #     binary): the simulator's card-payment answers replayed, a few µs each, so the harness's share of
 #     the machine is small. Card flows only (flows.json, push.json).
@@ -55,10 +58,17 @@ echo "t,rssKiB,fds" >"$out/samples.csv"
 start_rss=$(rss)
 ( t=0; while kill -0 $gw 2>/dev/null; do echo "$t,$(rss),$(ls /proc/$gw/fd | wc -l)" >>"$out/samples.csv"; sleep 1; t=$((t + 1)); done ) &
 sampler=$!
+allocs_pid=
+if [ "${KASSA_BENCH_ALLOCS:-0}" = 1 ]; then
+  libc=$(ldd "$kassa" | awk '/libc\.so\.6/ {print $3}')
+  perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" --add malloc
+  perf stat -e probe_libc:malloc -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
+fi
 status=0
 ${KASSA_BENCH_LOAD_PREFIX:-} "${harness_pin[@]}" $client load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
   2>"$out/progress.log" || status=$?
 kill $sampler 2>/dev/null || true
+if [ -n "$allocs_pid" ]; then kill -INT $allocs_pid; wait $allocs_pid || true; fi
 gw_cpu=$(( $(cpu_ticks /proc/$gw) - gw_cpu_start )); sim_cpu=$(( $(cpu_ticks /proc/$sim) - sim_cpu_start )); ticks=$(getconf CLK_TCK)
 end_rss=$(rss)
 threads >"$out/threads.end"; switches_end=$(switches); io_end=$(io)
@@ -104,6 +114,15 @@ def bucket_quantile(name, q):   # as Prometheus's histogram_quantile: linear wit
             return round((lower + (le - lower) * (rank - below) / max(count - below, 1e-9)) * 1000, 3)
         lower, below = le, count
 completed = report["completed"]
+# perf stat's CSV line: count,unit,event,… (only with KASSA_BENCH_ALLOCS=1).
+allocations = None
+try:
+    for line in open(out + "/allocs.csv"):
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2] == "probe_libc:malloc" and fields[0].isdigit():
+            allocations = int(fields[0])
+except FileNotFoundError:
+    pass
 t0, t1 = thread_ticks("start"), thread_ticks("end")
 exchanges = (metric("kassa_upstream_requests_total") or 0) + (metric("kassa_beacons_total") or 0)
 def per_flow(x, digits=1):
@@ -140,6 +159,7 @@ print(json.dumps({
         "walAndFileBytes": per_flow(io_end[0] - io_start[0], 0), "writeSyscalls": per_flow(io_end[1] - io_start[1]),
         "contextSwitches": per_flow(switches[1] - switches[0]),
         "eventLogCommits": per_flow(metric("kassa_eventlog_batch_size_count") or 0, 2),
+        "allocations": per_flow(allocations, 0) if allocations is not None else None,
     },
     "threadCpuUsPerFlow": {k: per_flow((t1[k] - t0.get(k, 0)) * 1e6 / int(sys.argv[7]), 0) for k in sorted(t1) if t1[k] - t0.get(k, 0) > 0},
     # Upstream exchanges (session calls and event-logging beacons) per flow, and the curl thread's
