@@ -18,7 +18,12 @@ extension Redaction {
     public static func redactValues(_ s: String) -> String {
         // Looked at in place first: most strings hold nothing to find, and copying each one's bytes
         // was a large part of logging a body.
-        guard s.utf8.contains(where: { isDigit($0) || $0 == 0x40 || $0 == 0x25 }) else { return s }   // digit @ %
+        // Nothing found has fewer than 8 digits, unless it is an e-mail address (@, or %40 in a URL).
+        var digits = 0, mark = false
+        for c in s.utf8 {
+            if isDigit(c) { digits += 1 } else if c == 0x40 || c == 0x25 { mark = true }   // @ %
+        }
+        guard mark || digits >= 8 else { return s }
         var bytes = Array(s.utf8)
         var changed = false
         // Until nothing changes: a replacement can split a group of digits into ones that are
@@ -127,18 +132,32 @@ extension Redaction {
                 changed = true
                 continue
             }
-            // Runs of digits and what separates them.
-            var runs: [Range<Int>] = []
-            var j = digitsStart
-            while true {
-                let runStart = j
-                while j < b.count, isDigit(b[j]) { j += 1 }
-                runs.append(runStart..<j)
-                guard j + 1 < b.count, b[j] == 0x20 || b[j] == 0x2D, isDigit(b[j + 1]), runs.count < 8 else { break }
-                j += 1
+            // Runs of digits and what separates them: counted first, and kept only when the group
+            // is long enough to be anything (most are amounts, dates and times).
+            func group(_ keep: (Range<Int>) -> Void) -> (end: Int, digits: Int, runs: Int, firstRunEnd: Int) {
+                var j = digitsStart, digits = 0, runs = 0, firstRunEnd = digitsStart
+                while true {
+                    let runStart = j
+                    while j < b.count, isDigit(b[j]) { j += 1 }
+                    keep(runStart..<j)
+                    digits += j - runStart
+                    runs += 1
+                    if runs == 1 { firstRunEnd = j }
+                    guard j + 1 < b.count, b[j] == 0x20 || b[j] == 0x2D, isDigit(b[j + 1]), runs < 8 else { break }
+                    j += 1
+                }
+                return (j, digits, runs, firstRunEnd)
             }
-            let end = j
+            let counted = group { _ in }
+            let end = counted.end
             if end < b.count, isLetter(b[end]) { i = end; continue }
+            // Nothing `classify` finds is shorter (a phone number has 8 digits, the rest 10 or more).
+            guard counted.digits >= (plus ? 8 : 10) else {
+                i = counted.runs == 1 ? end : counted.firstRunEnd
+                continue
+            }
+            var runs: [Range<Int>] = []
+            _ = group { runs.append($0) }
             // The whole group; else its first run alone, and the scan goes on after that run, so
             // the rest is judged as a group of its own (as a second pass over the result would).
             let (found, taken) = classifyGroup(b, runs: runs, plus: plus).map { ($0, runs) }
