@@ -23,9 +23,11 @@ struct AccessLog: Middleware {
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         let routeName = exchange.routeName
         metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
-        var metadata: Logger.Metadata = ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"]
-        if let spanID = exchange.spanID { metadata["span_id"] = "\(spanID)" }
-        logger.debug("\(request.method.rawValue) \(request.path) \(response.status)", metadata: metadata)
+        if logger.logLevel <= .debug {   // the metadata is built only for a line that is written
+            var metadata: Logger.Metadata = ["trace_id": "\(exchange.traceID)", "request_id": "\(exchange.requestID)", "route": "\(routeName)"]
+            if let spanID = exchange.spanID { metadata["span_id"] = "\(spanID)" }
+            logger.debug("\(request.method.rawValue) \(request.path) \(response.status)", metadata: metadata)
+        }
         if routeName != "health" {
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: exchange.sessionID,
