@@ -28,9 +28,17 @@ public struct JSONInput: Sendable {
         }
     }
 
+    /// The value at a dotted path (`paymentorder.urls.hostUrls`), walked in place: splitting the
+    /// path into an array on every lookup was a visible part of validating a payment order.
     public func value(_ path: String) -> JSONValue? {
         var current: JSONValue? = document
-        for key in path.split(separator: ".") { current = current?[String(key)] }
+        var rest = path[...]
+        while current != nil {
+            let key = rest.prefix { $0 != "." }
+            if !key.isEmpty { current = current?[String(key)] }
+            guard key.endIndex < rest.endIndex else { break }
+            rest = rest[rest.index(after: key.endIndex)...]
+        }
         if case .null? = current { return nil }
         return current
     }

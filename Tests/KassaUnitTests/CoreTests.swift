@@ -4,6 +4,21 @@ import Testing
 
 @Suite("Core: JSON")
 struct JSONTests {
+    @Test("a dotted path finds nested members; a missing member, a null or a non-object on the way is nil")
+    func dottedPaths() throws {
+        guard case .success(let input) = JSONInput.parse(Array(#"{"a":{"b":{"c":7},"n":null,"s":"x"},"t":1}"#.utf8)) else {
+            Issue.record("not parsed"); return
+        }
+        #expect(input.value("a.b.c") == .number(7))
+        #expect(input.value("a.b")?["c"] == .number(7))
+        #expect(input.value("t") == .number(1))
+        #expect(input.value("a..b.c") == .number(7), "an empty segment is skipped, as split did")
+        for missing in ["a.x", "a.b.c.d", "a.n", "a.s.c", "x"] {
+            #expect(input.value(missing) == nil, "\(missing)")
+        }
+        #expect(input.value("a.b.c.") == .number(7), "a trailing dot adds nothing")
+    }
+
     @Test("parses and writes back the same document")
     func roundTrip() throws {
         let text = #"{"a":[1,2.5,-3e2,true,false,null],"b":{"c":"d\"\\\n\u00e9😀"},"e":""}"#
