@@ -249,6 +249,8 @@ struct SupportTests {
         let bySize = try await Retention(maxAgeDays: 30, maxBytes: used / 2).run(store, nowMs: now)
         #expect(bySize > 0)
         #expect(try store.usedBytes() <= used / 2)
+        #expect(try store.usedBytes() > used / 4, "no more than the excess went")
+        #expect(try store.eventIDSpan() == Int64(try store.eventCount()), "only the oldest went: the ids left are contiguous")
         let left = try store.searchEvents({ var q = Store.EventQuery(); q.kinds = ["test"]; q.limit = 1; return q }())
         #expect(left.first?.summary.hasPrefix("e\(1_000 + bySize) ") == true, "the oldest went first")
 
