@@ -697,7 +697,6 @@ extension EdgeServer {
         return result
     }
 
-    /// The known headers lws parsed, plus the configured custom ones.
     /// The request's header tokens worth reading: every one libwebsockets knows, less the request
     /// line's (method and URI), with its lower-case name. Built once.
     static let headerTokens: [(token: lws_token_indexes, name: String)] = {
@@ -713,6 +712,7 @@ extension EdgeServer {
         }
     }()
 
+    /// The known headers lws parsed, plus the configured custom ones.
     func readHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (token, name) in Self.headerTokens where lws_hdr_total_length(wsi, token) > 0 {
