@@ -83,6 +83,9 @@ extension EdgeServer {
 
         case LWS_CALLBACK_HTTP_BODY:
             guard let conn = connection(user), conn.awaitingBody else { return 0 }
+            // Past its deadline the connection goes now: lws renews its own content timeout on
+            // each piece of body, which can undo the heartbeat's asynchronous kill.
+            if isOverdue(wsi) { return -1 }
             if conn.body.count + len > configuration.maxBodyBytes {
                 conn.bodyOverflow = true
                 conn.body = []
@@ -506,6 +509,12 @@ extension EdgeServer {
         confined.openByAddress[address] = left > 0 ? left : nil
     }
 
+    /// The request on `wsi` has had its whole timeout and is not in yet.
+    private func isOverdue(_ wsi: OpaquePointer) -> Bool {
+        guard let since = confined.unfinishedRequests[wsi] else { return false }
+        return Self.monotonicMs() - since >= Int64(configuration.requestTimeoutSeconds) * 1000
+    }
+
     /// The connection waits for a request (head and body), from now.
     private func requestPending(_ wsi: OpaquePointer) {
         guard confined.unfinishedRequests.updateValue(Self.monotonicMs(), forKey: wsi) == nil,
@@ -555,8 +564,9 @@ extension EdgeServer {
         guard now - confined.lastHeartbeatMs >= 1_000 else { return }
         confined.lastHeartbeatMs = now
         let requestDeadline = Int64(configuration.requestTimeoutSeconds) * 1000
+        // Each overdue request stays listed, and is asked to go again each second, until its
+        // connection closes (`connectionClosed` drops it): one asynchronous kill can be undone.
         for (wsi, since) in confined.unfinishedRequests where now - since >= requestDeadline {
-            requestDone(wsi)
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
         for conn in confined.connections.values where conn.kind == .webSocket {

@@ -157,6 +157,27 @@ struct EdgeHTTPTests {
         #expect(!String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
     }
 
+    @Test("a body that keeps coming fast is still cut off at the request timeout")
+    func steadyBodyCutOff() async throws {
+        let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let held = try await onThread { () -> Duration in
+            let socket = try RawSocket(port: port, timeoutSeconds: 25)
+            let started = ContinuousClock.now
+            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n")
+            // A byte every 5 ms, 10 s in all: libwebsockets renews its own content timeout on each,
+            // which could undo an asynchronous kill; the edge closes at the next byte past the deadline.
+            for _ in 0..<1_999 {
+                Thread.sleep(forTimeInterval: 0.005)
+                if (try? socket.send("c")) == nil { break }
+            }
+            _ = socket.readToEnd()
+            return started.duration(to: .now)
+        }
+        #expect(held < .seconds(5), "held for \(held)")
+    }
+
     @Test("a client that disconnects mid-request does not disturb others")
     func disconnectMidRequest() async throws {
         let (server, handler) = try startTestEdge()
