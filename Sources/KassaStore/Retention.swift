@@ -25,7 +25,20 @@ public struct Retention: Sendable, Equatable {
     /// One pass; returns how many events it deleted.
     @discardableResult
     public func run(_ store: Store, nowMs: Int64) async throws -> Int {
-        var deleted = try await store.deleteEvents(olderThanMs: nowMs - maxAgeMs, endedPhases: Self.endedPhases)
+        // How long each write transaction held the lock, for the pass's event: what retention cost pushes.
+        let passStarted = ContinuousClock.now
+        var transactions = 0
+        var slowest = Duration.zero
+        func timed<T>(_ work: () async throws -> T) async rethrows -> T {
+            let started = ContinuousClock.now
+            defer {
+                transactions += 1
+                slowest = max(slowest, started.duration(to: .now))
+            }
+            return try await work()
+        }
+        let byAge = try await timed { try await store.deleteEvents(olderThanMs: nowMs - maxAgeMs, endedPhases: Self.endedPhases) }
+        var deleted = byAge
         // Over the size limit: the oldest events go, down to 95 % of it, as many as one estimate
         // says (bytes per event from the span of ids, not a COUNT(*) scan), checked again at most
         // twice. Measuring after every transaction and going on while over once deleted three
@@ -36,7 +49,7 @@ public struct Retention: Sendable, Equatable {
             let perEvent = max(used / max(try store.eventIDSpan(), 1), 1)
             var left = Int((used - maxBytes / 100 * 95) / perEvent) + 1
             while left > 0 {
-                let n = try await store.deleteOldestEvents(min(left, Self.trimChunk))
+                let n = try await timed { try await store.deleteOldestEvents(min(left, Self.trimChunk)) }
                 if n == 0 { break trimming }
                 deleted += n
                 left -= n
@@ -45,9 +58,12 @@ public struct Retention: Sendable, Equatable {
             }
         }
         if deleted > 0 {
+            func ms(_ d: Duration) -> JSONValue { .number(Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15) }
             store.eventLog.append(LogEvent(atMs: nowMs, kind: "retention", summary: "deleted \(deleted) events",
-                                           data: ["deleted": .number(Double(deleted)), "maxAgeMs": .number(Double(maxAgeMs)),
-                                                  "maxBytes": .number(Double(maxBytes))]))
+                                           durationMs: ms(passStarted.duration(to: .now)).doubleValue,
+                                           data: ["deleted": .number(Double(deleted)), "deletedByAge": .number(Double(byAge)),
+                                                  "maxAgeMs": .number(Double(maxAgeMs)), "maxBytes": .number(Double(maxBytes)),
+                                                  "transactions": .number(Double(transactions)), "slowestTransactionMs": ms(slowest)]))
         }
         return deleted
     }

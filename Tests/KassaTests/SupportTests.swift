@@ -251,6 +251,13 @@ struct SupportTests {
         #expect(try store.usedBytes() <= used / 2)
         #expect(try store.usedBytes() > used / 4, "no more than the excess went")
         #expect(try store.eventIDSpan() == Int64(try store.eventCount()), "only the oldest went: the ids left are contiguous")
+        // The pass says what it cost: its write transactions (the age delete and the trims) and the longest.
+        await store.eventLog.flush()
+        let passes = try store.searchEvents({ var q = Store.EventQuery(); q.kinds = ["retention"]; q.limit = 10; return q }())
+        let trim = try #require(passes.first { $0.data?["deleted"]?.intValue == bySize })
+        #expect((trim.data?["transactions"]?.intValue ?? 0) >= 2)
+        #expect((trim.data?["slowestTransactionMs"]?.doubleValue ?? -1) > 0)
+        #expect((trim.durationMs ?? 0) >= (trim.data?["slowestTransactionMs"]?.doubleValue ?? .infinity))
         let left = try store.searchEvents({ var q = Store.EventQuery(); q.kinds = ["test"]; q.limit = 1; return q }())
         #expect(left.first?.summary.hasPrefix("e\(1_000 + bySize) ") == true, "the oldest went first")
 
