@@ -21,7 +21,14 @@ struct ObservabilityTests {
         // Twice: a series recorded again adds to the same handle (the gateway keeps its handles).
         for _ in 0..<2 { _ = try await client.send(UpstreamRequest(url: t.base + "/nope")) }
         await t.node.store.eventLog.flush()
-        let scrape = try await client.send(UpstreamRequest(url: t.base + "/metrics"))
+        // The stream's close reaches the gateway on its own time: scrape once it has been counted.
+        var scrape = try await client.send(UpstreamRequest(url: t.base + "/metrics"))
+        var waited = 0
+        while !scrape.text.contains("kassa_websocket_closed_total{"), waited < 100 {
+            waited += 1
+            try await Task.sleep(for: .milliseconds(50))
+            scrape = try await client.send(UpstreamRequest(url: t.base + "/metrics"))
+        }
         #expect(scrape.status == 200)
         #expect(scrape.header("content-type")?.hasPrefix("text/plain; version=0.0.4") == true)
         return (scrape.text, session)
