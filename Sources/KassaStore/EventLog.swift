@@ -222,8 +222,7 @@ public final class EventLog: Sendable {
                 let batch = taken[start..<end]
                 let began = ContinuousClock.now
                 func report(_ ok: Bool) {
-                    let d = began.duration(to: .now)
-                    let seconds = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+                    let seconds = began.duration(to: .now).inSeconds
                     for observer in writeObservers.withLock({ $0 }) { observer(batch.count, seconds, ok) }
                 }
                 do {

@@ -58,12 +58,11 @@ public struct Retention: Sendable, Equatable {
             }
         }
         if deleted > 0 {
-            func ms(_ d: Duration) -> JSONValue { .number(Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15) }
             store.eventLog.append(LogEvent(atMs: nowMs, kind: "retention", summary: "deleted \(deleted) events",
-                                           durationMs: ms(passStarted.duration(to: .now)).doubleValue,
+                                           durationMs: passStarted.duration(to: .now).inMilliseconds,
                                            data: ["deleted": .number(Double(deleted)), "deletedByAge": .number(Double(byAge)),
                                                   "maxAgeMs": .number(Double(maxAgeMs)), "maxBytes": .number(Double(maxBytes)),
-                                                  "transactions": .number(Double(transactions)), "slowestTransactionMs": ms(slowest)]))
+                                                  "transactions": .number(Double(transactions)), "slowestTransactionMs": .number(slowest.inMilliseconds)]))
         }
         return deleted
     }

@@ -233,7 +233,7 @@ final class CurlEngine: @unchecked Sendable {
         let message = String(cString: curl_easy_strerror(code))
         release(transfer)
         let duration = transfer.started.duration(to: .now)
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let seconds = duration.inSeconds
 
         switch code {
         case CURLE_OK:

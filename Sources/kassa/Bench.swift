@@ -47,7 +47,7 @@ struct EventLogBench: AsyncParsableCommand {
                     """, arguments: [id, "K\(String(format: "%028x", i))", "/psp/paymentorders/\(i)", start0 + Int64(i * perSession), start0])
             }
         }
-        let sessionsSeconds = seconds(sessionsStarted.duration(to: .now))
+        let sessionsSeconds = sessionsStarted.duration(to: .now).inSeconds
 
         // Appends as the gateway makes them: queued, committed in batches by the writer thread.
         let appendStarted = ContinuousClock.now
@@ -65,7 +65,7 @@ struct EventLogBench: AsyncParsableCommand {
             }
         }
         await store.eventLog.flush()
-        let appendSeconds = seconds(appendStarted.duration(to: .now))
+        let appendSeconds = appendStarted.duration(to: .now).inSeconds
 
         var random = SystemRandomNumberGenerator()
         var timeline: [Double] = [], byReference: [Double] = []
@@ -73,13 +73,13 @@ struct EventLogBench: AsyncParsableCommand {
             let i = Int.random(in: 0..<sessions, using: &random)
             let t0 = ContinuousClock.now
             let rows = try store.timeline(sessionID: ids[i])
-            timeline.append(seconds(t0.duration(to: .now)) * 1000)
+            timeline.append(t0.duration(to: .now).inMilliseconds)
             precondition(rows.count == perSession || events < perSession * sessions, "timeline returned \(rows.count)")
             var q = Store.SessionQuery()
             q.payeeReference = "K\(String(format: "%028x", i))"
             let t1 = ContinuousClock.now
             let found = try store.searchSessions(q)
-            byReference.append(seconds(t1.duration(to: .now)) * 1000)
+            byReference.append(t1.duration(to: .now).inMilliseconds)
             precondition(found.count == 1)
         }
         let size = (try? FileManager.default.attributesOfItem(atPath: db)[.size] as? Int) ?? 0
@@ -92,8 +92,6 @@ struct EventLogBench: AsyncParsableCommand {
         print(report.text)
         await store.close()
     }
-
-    func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
     func percentiles(_ samples: [Double]) -> JSONValue {
         let sorted = samples.sorted()

@@ -20,7 +20,7 @@ struct AccessLog: Middleware {
         response.headers.append(("x-request-id", exchange.requestID))
         if request.method == .HEAD { response.body = [] }
         let elapsed = started.duration(to: .now)
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let ms = elapsed.inMilliseconds
         let routeName = exchange.routeName
         metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
         if logger.logLevel <= .debug {   // the metadata is built only for a line that is written

@@ -143,7 +143,7 @@ final class SwedbankPayClient: Sendable {
             circuitRecord(origin, Self.circuitOutcome(result), traceID: call.traceID, sessionID: call.sessionID)
         }
         let elapsed = started.duration(to: .now)
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let ms = elapsed.inMilliseconds
         if case .success(let r) = result {
             metrics.upstream(operation: call.operation, status: r.status, seconds: ms / 1000)
         } else {
