@@ -38,8 +38,11 @@ public enum Timestamp {
 
     /// Reads `YYYY-MM-DDTHH:MM:SS[.fff…]Z` (UTC only) as ms since 1970; nil for anything else.
     public static func parseISO8601(_ text: String) -> Int64? {
-        parseISO8601Microseconds(text).map { $0 >= 0 ? $0 / 1000 : ($0 - 999) / 1000 }
+        parseISO8601Microseconds(text).map(milliseconds(fromMicroseconds:))
     }
+
+    /// The millisecond a microsecond falls in (rounded down, before 1970 too).
+    public static func milliseconds(fromMicroseconds us: Int64) -> Int64 { us >= 0 ? us / 1000 : (us - 999) / 1000 }
 
     /// The same, to the microsecond: digits past the sixth are dropped.
     public static func parseISO8601Microseconds(_ text: String) -> Int64? {

@@ -294,7 +294,7 @@ extension EdgeServer {
 
     private func dispatch(_ conn: EdgeConnection) {
         let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
-                                  headers: conn.headers, body: conn.body, remoteAddress: confined.addresses[conn.wsi] ?? Self.peer(conn.wsi))
+                                  headers: conn.headers, body: conn.body, remoteAddress: remoteAddress(conn.wsi))
         conn.body = []
         if let answer = handler.respondNow(to: request) { return answerNow(conn, answer) }
         requestDone(conn.wsi)
@@ -351,7 +351,7 @@ extension EdgeServer {
         let conn = register(wsi: wsi, user: user, kind: .webSocket)
         let path = Self.header(wsi, WSI_TOKEN_GET_URI) ?? "/"
         let upgrade = WebSocketUpgrade(connectionID: conn.id, path: path, query: Self.queryArguments(wsi).map { (name: $0.0, value: $0.1) },
-                                       headers: readHeaders(wsi), remoteAddress: confined.addresses[wsi] ?? Self.peer(wsi))
+                                       headers: readHeaders(wsi), remoteAddress: remoteAddress(wsi))
         if confined.draining {
             refuse(wsi: wsi, user: user, .problem(.serviceUnavailable("the server is shutting down")))
             return 1
@@ -509,10 +509,16 @@ extension EdgeServer {
         confined.openByAddress[address] = left > 0 ? left : nil
     }
 
+    /// The client's address as recorded when the connection was accepted (no system call).
+    private func remoteAddress(_ wsi: OpaquePointer) -> String { confined.addresses[wsi] ?? Self.peer(wsi) }
+
+    /// How long a request (head and body) may take to arrive.
+    private var requestDeadlineMs: Int64 { Int64(configuration.requestTimeoutSeconds) * 1000 }
+
     /// The request on `wsi` has had its whole timeout and is not in yet.
     private func isOverdue(_ wsi: OpaquePointer) -> Bool {
         guard let since = confined.unfinishedRequests[wsi] else { return false }
-        return Self.monotonicMs() - since >= Int64(configuration.requestTimeoutSeconds) * 1000
+        return Self.monotonicMs() - since >= requestDeadlineMs
     }
 
     /// The connection waits for a request (head and body), from now.
@@ -563,7 +569,7 @@ extension EdgeServer {
         let now = Self.monotonicMs()
         guard now - confined.lastHeartbeatMs >= 1_000 else { return }
         confined.lastHeartbeatMs = now
-        let requestDeadline = Int64(configuration.requestTimeoutSeconds) * 1000
+        let requestDeadline = requestDeadlineMs
         // Each overdue request stays listed, and is asked to go again each second, until its
         // connection closes (`connectionClosed` drops it): one asynchronous kill can be undone.
         for (wsi, since) in confined.unfinishedRequests where now - since >= requestDeadline {

@@ -33,9 +33,11 @@ public final class CannedUpstream: EdgeHandler {
 
         init(_ number: UInt64) {
             let hex = String(number, radix: 16).leftPadded(to: 16)
-            orderID = Self.orderIDStem + hex.suffix(12)
-            orderToken = Self.orderTokenStem + hex
-            sessionToken = Self.sessionTokenStem + hex
+            self.init(orderID: Self.orderIDStem + hex.suffix(12), orderToken: Self.orderTokenStem + hex, sessionToken: Self.sessionTokenStem + hex)
+        }
+
+        init(orderID: String, orderToken: String, sessionToken: String) {
+            (self.orderID, self.orderToken, self.sessionToken) = (orderID, orderToken, sessionToken)
         }
 
         /// The payment a session token or payment order id names, if it is one of ours.
@@ -100,8 +102,7 @@ public final class CannedUpstream: EdgeHandler {
         guard let order = simulator.state.withLock({ $0.paymentOrders.values.first }) else {
             preconditionFailure("the simulator refused the canned payment order: \(orderCreated.status)")
         }
-        let ids = [order.token, order.sessionToken, order.id, String(order.token.prefix(32)),
-                   String(order.sessionToken.prefix(32)), String(order.sessionToken.prefix(8))]
+        let ids = PaymentIDs(orderID: order.id, orderToken: order.token, sessionToken: order.sessionToken).values
         let session = "/psp/paymentsessions/\(order.sessionToken)"
         let rendered: [(Answer, HTTPResponse)] = [
             (.orderCreated, orderCreated),
@@ -110,6 +111,8 @@ public final class CannedUpstream: EdgeHandler {
             (.prepared, await call(.POST, session + "/prepare", "{}")),
             (.expanded, await call(.POST, session + "/methods/CreditCard/expand", "{}")),
             (.completed, await call(.POST, session + "/methods/CreditCard/attempts", #"{"paymentToken":"sim-card-frictionless"}"#)),
+            // 204 with no body, as swedbank-pay-sdk-android mobilesdk/src/main/java/com/swedbankpay/
+            // mobilesdk/logging/BeaconService.kt expects (the simulator's eventLogging answers the same).
             (.beacon, HTTPResponse(status: 204)),
         ]
         return Dictionary(uniqueKeysWithValues: rendered.map { ($0.0, CannedAnswer($0.1, cutting: ids)) })

@@ -356,7 +356,7 @@ final class SessionService: SessionEnvironment {
             return (ms, Timestamp.iso8601(ms: ms))
         }
         let us = clock.nowUs()
-        return (us >= 0 ? us / 1000 : (us - 999) / 1000, Timestamp.iso8601(us: us))
+        return (Timestamp.milliseconds(fromMicroseconds: us), Timestamp.iso8601(us: us))
     }
 }
 
