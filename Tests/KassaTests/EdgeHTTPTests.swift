@@ -135,46 +135,40 @@ struct EdgeHTTPTests {
         #expect(started.duration(to: .now) >= .seconds(2))
     }
 
-    @Test("a body that trickles in is cut off at the request timeout")
-    func slowBodyCutOff() async throws {
+    /// Against an edge with a 1 s request timeout: a POST whose head and first bytes go at once,
+    /// then one more byte every `interval` until the body is whole or the edge hangs up.
+    /// How long the connection was held, and what came back.
+    func sendBodySlowly(contentLength: Int, first: String, every interval: Double) async throws -> (held: Duration, answer: String) {
         let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
         defer { Task { await server.stop() } }
         let port = server.port
-        let (held, answer) = try await onThread { () -> (Duration, [UInt8]) in
+        return try await onThread { () -> (Duration, String) in
             let socket = try RawSocket(port: port, timeoutSeconds: 25)
             let started = ContinuousClock.now
-            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
-            // One byte every 200 ms: the 100 bytes would take 20 s; the cut comes after 1–2 s
-            // (the deadline is checked once a second), later only on a machine under heavy load.
-            for _ in 0..<98 {
-                Thread.sleep(forTimeInterval: 0.2)
+            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(contentLength)\r\n\r\n" + first)
+            for _ in 0..<(contentLength - first.utf8.count) {
+                Thread.sleep(forTimeInterval: interval)
                 if (try? socket.send("c")) == nil { break }
             }
             let answer = socket.readToEnd()
-            return (started.duration(to: .now), answer)
+            return (started.duration(to: .now), String(decoding: answer, as: UTF8.self))
         }
+    }
+
+    @Test("a body that trickles in is cut off at the request timeout")
+    func slowBodyCutOff() async throws {
+        // One byte every 200 ms: the 100 bytes would take 20 s; the cut comes after 1–2 s
+        // (the deadline is checked once a second), later only on a machine under heavy load.
+        let (held, answer) = try await sendBodySlowly(contentLength: 100, first: "ab", every: 0.2)
         #expect(held < .seconds(10), "held for \(held)")
-        #expect(!String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        #expect(!answer.hasPrefix("HTTP/1.1 200"))
     }
 
     @Test("a body that keeps coming fast is still cut off at the request timeout")
     func steadyBodyCutOff() async throws {
-        let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
-        defer { Task { await server.stop() } }
-        let port = server.port
-        let held = try await onThread { () -> Duration in
-            let socket = try RawSocket(port: port, timeoutSeconds: 25)
-            let started = ContinuousClock.now
-            try socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n")
-            // A byte every 5 ms, 10 s in all: libwebsockets renews its own content timeout on each,
-            // which could undo an asynchronous kill; the edge closes at the next byte past the deadline.
-            for _ in 0..<1_999 {
-                Thread.sleep(forTimeInterval: 0.005)
-                if (try? socket.send("c")) == nil { break }
-            }
-            _ = socket.readToEnd()
-            return started.duration(to: .now)
-        }
+        // A byte every 5 ms, 10 s in all: libwebsockets renews its own content timeout on each,
+        // which could undo an asynchronous kill; the edge closes at the next byte past the deadline.
+        let (held, _) = try await sendBodySlowly(contentLength: 2_000, first: "", every: 0.005)
         #expect(held < .seconds(5), "held for \(held)")
     }
 
