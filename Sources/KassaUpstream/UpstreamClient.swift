@@ -81,10 +81,15 @@ final class CurlEngine: @unchecked Sendable {
     /// Curl-thread confined: exchanges in flight by id.
     private var active: [UInt64: Transfer] = [:]
     private var cancelledEarly: Set<UInt64> = []
+    /// Curl-thread confined: easy handles of finished exchanges, reset and kept for the next
+    /// (building and freeing one per exchange cost more than the answer of a fast upstream).
+    private var spareHandles: [UnsafeMutableRawPointer] = []
+    private let maxSpareHandles: Int
 
     init(maxCachedConnections: Int) {
         _ = curlGlobalInit
         multi = curl_multi_init()
+        maxSpareHandles = maxCachedConnections
         _ = kassa_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
         Thread.named("kassa-curl") { [self] in loop() }.start()
     }
@@ -138,6 +143,8 @@ final class CurlEngine: @unchecked Sendable {
                     transfer.finish(.failure(.cancelled))
                 }
                 active.removeAll()
+                for easy in spareHandles { curl_easy_cleanup(easy) }
+                spareHandles.removeAll()
                 curl_multi_cleanup(multi)
                 return
             }
@@ -158,7 +165,7 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let easy = curl_easy_init() else {
+        guard let easy = spareHandles.popLast() ?? curl_easy_init() else {
             transfer.finish(.failure(.transport(code: -1, message: "curl_easy_init failed")))
             return
         }
@@ -199,7 +206,7 @@ final class CurlEngine: @unchecked Sendable {
             guard !name.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == UInt8(ascii: ":") }),
                   !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
                 curl_slist_free_all(list)
-                curl_easy_cleanup(easy)
+                keepOrFree(easy)
                 transfer.finish(.failure(.invalidRequest("header \(name) holds a line break")))
                 return
             }
@@ -217,11 +224,22 @@ final class CurlEngine: @unchecked Sendable {
     private func release(_ transfer: Transfer) {
         if let easy = transfer.easy {
             curl_multi_remove_handle(multi, easy)
-            curl_easy_cleanup(easy)
+            keepOrFree(easy)
             transfer.easy = nil
         }
         curl_slist_free_all(transfer.headerList)
         transfer.headerList = nil
+    }
+
+    /// A finished handle goes back to its defaults (every option, the body copy, the private
+    /// pointer) and is kept while there are fewer spares than cached connections.
+    private func keepOrFree(_ easy: UnsafeMutableRawPointer) {
+        if spareHandles.count < maxSpareHandles {
+            curl_easy_reset(easy)
+            spareHandles.append(easy)
+        } else {
+            curl_easy_cleanup(easy)
+        }
     }
 
     private func complete(_ transfer: Transfer, code: CURLcode) {

@@ -56,6 +56,29 @@ struct UpstreamClientTests {
         #expect(missing.status == 404)
     }
 
+    @Test("a kept easy handle carries nothing from the exchange before: method, body, headers")
+    func keptHandleStartsClean() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let base = "http://127.0.0.1:\(server.port)"
+        // One exchange at a time, so each takes the handle the one before left.
+        let post = try await client.send(UpstreamRequest(method: "POST", url: base + "/echo", headers: [("X-Only-Once", "1")], body: Array("posted".utf8)))
+        #expect(post.header("x-echo-method") == "POST" && post.text == "posted")
+        let get = try await client.send(UpstreamRequest(url: base + "/echo"))
+        #expect(get.header("x-echo-method") == "GET", "the POST's body must not make the next GET a POST")
+        #expect(get.header("x-echo-length") == "0")
+        let headers = try await client.send(UpstreamRequest(url: base + "/headers"))
+        #expect(!headers.text.lowercased().contains("x-only-once"), "a header of an earlier exchange is gone: \(headers.text)")
+        // A refused request hands its handle back too; the next exchange is unaffected.
+        await #expect(throws: UpstreamError.self) {
+            try await client.send(UpstreamRequest(url: base + "/echo", headers: [("X-Bad", "a\r\nb")]))
+        }
+        let head = try await client.send(UpstreamRequest(method: "HEAD", url: base + "/echo"))
+        #expect(head.status == 200 && head.body.isEmpty)
+        let delete = try await client.send(UpstreamRequest(method: "DELETE", url: base + "/echo"))
+        #expect(delete.header("x-echo-method") == "DELETE" && delete.header("x-echo-length") == "0")
+    }
+
     @Test("a black-hole port times out within its deadline with a typed error")
     func blackHoleTimesOut() async throws {
         let hole = try BlackHoleListener()
