@@ -68,7 +68,7 @@ public enum Redaction {
     }
 
     /// The rule for a name's UTF-8 bytes.
-    private static func rule(forName b: UnsafeBufferPointer<UInt8>) -> KeyRule? {
+    static func rule(forName b: UnsafeBufferPointer<UInt8>) -> KeyRule? {
         // Unicode lower-casing can map a non-ASCII name onto an ASCII one (the Kelvin sign onto "k").
         guard b.allSatisfy({ $0 < 0x80 }) else {
             let lower = String(decoding: b, as: UTF8.self).lowercased()

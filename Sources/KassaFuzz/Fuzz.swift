@@ -7,7 +7,7 @@ import KassaLoad
 /// bench/fuzz.sh (`-sanitize=fuzzer`, KASSA_FUZZ defined); KASSA_FUZZ_TARGET picks the
 /// target. Each checks a property, so a wrong answer fails like a crash does.
 enum FuzzTarget: String, CaseIterable {
-    case json, jsoninput, timestamp, redaction, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice
+    case json, jsoninput, timestamp, redaction, redactjson, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice
 
     static let selected: FuzzTarget = {
         let name = getenv("KASSA_FUZZ_TARGET").map { String(cString: $0) } ?? ""
@@ -65,6 +65,17 @@ enum FuzzTarget: String, CaseIterable {
             let query = Redaction.redactURLQuery(text)
             guard Redaction.redactURLQuery(query) == query else { fatalError("query redaction is not stable: \(query)") }
             _ = Redaction.redact(.string(text))
+        case .redactjson:
+            // A body redacted as bytes reads back as its parsed tree redacted; what is no document gives nil.
+            let tree = try? JSONValue.parse(bytes)
+            let redacted = Redaction.redactJSON(bytes)
+            if let tree {
+                guard let redacted, (try? JSONValue.parse(redacted)) == Redaction.redact(tree) else {
+                    fatalError("byte redaction differs from the tree's for \(text)")
+                }
+            } else if let redacted, (try? JSONValue.parse(redacted)) == nil {
+                fatalError("byte redaction wrote no document for \(text)")
+            }
         case .sessiontoken:
             // Nothing made up verifies under a secret the input cannot know.
             _ = SessionToken.header(text)

@@ -111,9 +111,34 @@ public final class EventLog: Sendable {
     /// Its summary and data pass through `Redaction` here, whoever built it: nothing reaches
     /// the file, or the live timeline, that redaction would have caught.
     public func append(_ event: LogEvent) {
+        enqueue(event, dataText: event.data.map { Redaction.redact($0).text })
+    }
+
+    /// Queues an event whose data also holds `body`, a JSON document's bytes as they were sent or
+    /// received, under the member "body". The body is redacted as text (`Redaction.redactJSON`): no
+    /// tree is built, walked and written again for it. Bytes that are no JSON document it can walk
+    /// are logged from their parsed tree, or as an excerpt.
+    public func append(_ event: LogEvent, body: [UInt8]) {
+        guard let redacted = Redaction.redactJSON(body), case .object = event.data ?? [:] else {
+            var event = event
+            let tree = (try? JSONValue.parse(body)) ?? .string(String(decoding: body.prefix(256), as: UTF8.self))
+            var data = event.data?.objectValue ?? (event.data.map { ["data": $0] } ?? [:])
+            data["body"] = tree
+            event.data = .object(data)
+            return append(event)
+        }
+        var text = Redaction.redact(event.data ?? [:]).bytes
+        text.removeLast()   // the object's closing brace
+        if text.count > 1 { text.append(UInt8(ascii: ",")) }
+        text.append(contentsOf: #""body":"#.utf8)
+        text.append(contentsOf: redacted)
+        text.append(UInt8(ascii: "}"))
+        enqueue(event, dataText: String(decoding: text, as: UTF8.self))
+    }
+
+    private func enqueue(_ event: LogEvent, dataText: String?) {
         var event = event
         event.summary = Redaction.redactText(event.summary)
-        let dataText = event.data.map { Redaction.redact($0).text }
         event.data = nil
         let pending = Pending(event: event, dataText: dataText)
         let full = queue.withLock { q -> Bool in

@@ -97,6 +97,34 @@ struct CoreSafetyTests {
         #expect(flags["tokenTtl"]?.stringValue == Redaction.placeholder)
     }
 
+    @Test("a body redacted as bytes reads back as its tree redacted: secrets, suffixes, values, numbers, escapes, any depth")
+    func redactionOfBytes() throws {
+        let token = String(repeating: "a1b2c3d4e5", count: 5)
+        let documents = [
+            #"{"token":"abc","paymentorder":{"payer":{"msisdn":"+46739000001"},"amount":1500},"list":[{"cardNumber":"4111111111111111"}]}"#,
+            #" { "href" : "https://x/y?token=secret123&culture=sv-SE" , "links" : [ "https://x/a", "https://x/psp/\#(token)" ] } "#,
+            #"{"Cvc":123,"cvv":[1,2],"secret":{"a":1},"password":null,"apiKey":true,"token":"[redacted]","PhoneNumber":"+46700000002"}"#,
+            #"{"msisdn":46739000001,"phone":null,"note":4111111111111111,"small":12,"negative":-4111111111111111,"exp":4.111111111111111e15}"#,
+            #"{"to\u006ben":"escaped name","e\u006dail":"x","text":"mail anna\u0040example.com now","quote":"a \"b\" \\ c \/ d\n"}"#,
+            #"{"personnummer":"19811218-9876","free":"call +46 70 123 45 67","id":"0193a4111111111111111b","at":1764000000000}"#,
+            #"{"naïve":"åäö","pånummer":"4111 1111 1111 1111","emoji":"\ud83d\ude00","expiryDate":"12/30"}"#,
+            #"[[[[{"deep":[{"cardNumber":"5555555555554444"},"ok"]}]]],0,-0.5,1e-3,true,false,null,"",{}]"#,
+            #""4111111111111111""#, "4111111111111111", "true", #"{"securityCode":"123","nested":{"x-api-key":"k","list":["anna@example.com"]}}"#,
+        ]
+        for document in documents {
+            let bytes = Array(document.utf8)
+            let tree = try JSONValue.parse(bytes)
+            let redacted = try #require(Redaction.redactJSON(bytes), "\(document)")
+            #expect(try JSONValue.parse(redacted) == Redaction.redact(tree), "\(document) → \(String(decoding: redacted, as: UTF8.self))")
+        }
+        // What the tree's redaction keeps unchanged is copied as it was written (order, numbers).
+        #expect(Redaction.redactJSON(Array(#"{"b":1.50,"a":[1e2,"x"]}"#.utf8)).map { String(decoding: $0, as: UTF8.self) } == #"{"b":1.50,"a":[1e2,"x"]}"#)
+        // Not one document: nil, and the caller falls back to the tree.
+        for broken in ["-6e7772", #"{"a":1"#, #"{"a" 1}"#, "[1,]", #"{"a":01}"#, "\"open", "1 2", "", "{\"a\":\"\u{01}\"}", "[" + String(repeating: "[", count: 70) + "]"] {
+            #expect(Redaction.redactJSON(Array(broken.utf8)) == nil, "\(broken)")
+        }
+    }
+
     @Test("client numbers: digits only, at most 19, inside their range; Int64's limits and one past them")
     func clientNumbers() {
         #expect(ClientNumber.whole("9223372036854775807", in: 0...Int64.max) == Int64.max)

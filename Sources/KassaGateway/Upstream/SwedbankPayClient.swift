@@ -120,11 +120,13 @@ final class SwedbankPayClient: Sendable {
             bodyBytes = body.bytes
         }
         var document: JSONValue?
-        eventLog.append(LogEvent(
-            atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
-            summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
-            data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
-                   "body": call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null]))
+        var requestData: [String: JSONValue] = ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]
+        // A body up to the limit is logged from its bytes (redacted as text); a larger one as an excerpt.
+        let loggedAsBytes = bodyBytes.map { $0.count <= Self.loggedBodyLimit } ?? false
+        if !loggedAsBytes { requestData["body"] = call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null }
+        let request = LogEvent(atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
+                               summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID, data: .object(requestData))
+        if loggedAsBytes, let bodyBytes { eventLog.append(request, body: bodyBytes) } else { eventLog.append(request) }
         let started = ContinuousClock.now
         let origin = url?.origin ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
@@ -152,13 +154,17 @@ final class SwedbankPayClient: Sendable {
         switch result {
         case .success(let response):
             document = try? JSONValue.parse(response.body)
-            eventLog.append(LogEvent(
+            var data: [String: JSONValue] = ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                                             "contentType": .string(response.header("content-type") ?? "")]
+            // A JSON answer up to the limit is logged from its bytes (redacted as text).
+            let loggedAsBytes = document != nil && response.body.count <= Self.loggedBodyLimit
+            if !loggedAsBytes { data["body"] = document.map { Self.loggable($0, size: response.body.count) } ?? .string(Self.excerpt(response.body)) }
+            let event = LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
                 level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
                 summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
-                data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
-                       "contentType": .string(response.header("content-type") ?? ""),
-                       "body": document.map { Self.loggable($0, size: response.body.count) } ?? .string(Self.excerpt(response.body))]))
+                data: .object(data))
+            if loggedAsBytes { eventLog.append(event, body: response.body) } else { eventLog.append(event) }
         case .failure(let error):
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,

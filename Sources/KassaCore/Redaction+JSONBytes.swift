@@ -1,0 +1,240 @@
+/// Redaction of a JSON document as text, for bodies the event log keeps as they came: the same
+/// rules as `redact(_:)` on the parsed tree, applied while copying the bytes, so no tree is built,
+/// walked, sorted and written again for each logged body.
+extension Redaction {
+    /// `document` redacted as `redact(_:)` redacts its tree, written compactly: members keep their
+    /// order, and numbers and unchanged strings their text. Nil when the bytes are not one JSON
+    /// document it can walk (the caller then redacts the parsed tree).
+    public static func redactJSON(_ document: [UInt8]) -> [UInt8]? {
+        document.withUnsafeBufferPointer { bytes in
+            var walk = RedactingCopy(input: bytes)
+            return walk.document()
+        }
+    }
+
+    /// False when `redactText` surely returns a string unchanged: no query separator, no run of
+    /// 40 hex digits (a token), no `@` or `%` and fewer than 8 digits (the guards of `redactURLQuery`,
+    /// `redactTokens` and `redactValues`). Most strings of an answer are ids, URLs and words.
+    /// True for any byte past ASCII too, so that such a string is decoded (and its UTF-8 checked).
+    static func mayRedact(rawString b: UnsafeBufferPointer<UInt8>) -> Bool {
+        var digits = 0, hexRun = 0
+        for c in b {
+            switch c {
+            case 0x3F, 0x26, 0x40, 0x25, 0x80...: return true   // ? & @ %, non-ASCII
+            case 0x30...0x39: digits += 1; hexRun += 1
+            case 0x41...0x46, 0x61...0x66: hexRun += 1
+            default: hexRun = 0
+            }
+            if digits >= 8 || hexRun >= 40 { return true }
+        }
+        return false
+    }
+}
+
+/// One pass over a document, writing its redacted copy.
+private struct RedactingCopy {
+    let input: UnsafeBufferPointer<UInt8>
+    var i = 0
+    var depth = 0
+    var out: [UInt8] = []
+    /// As deep as `JSONValue.parse` reads by default.
+    static let maxDepth = 64
+
+    init(input: UnsafeBufferPointer<UInt8>) {
+        self.input = input
+        out.reserveCapacity(input.count)
+    }
+
+    mutating func document() -> [UInt8]? {
+        skipSpace()
+        guard value() else { return nil }
+        skipSpace()
+        return i == input.count ? out : nil
+    }
+
+    private mutating func skipSpace() {
+        while i < input.count, input[i] == 0x20 || input[i] == 0x0A || input[i] == 0x0D || input[i] == 0x09 { i += 1 }
+    }
+
+    private mutating func value() -> Bool {
+        guard i < input.count else { return false }
+        switch input[i] {
+        case UInt8(ascii: "{"): return object()
+        case UInt8(ascii: "["): return array()
+        case UInt8(ascii: "\""): return string()
+        case UInt8(ascii: "t"): return literal("true")
+        case UInt8(ascii: "f"): return literal("false")
+        case UInt8(ascii: "n"): return literal("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
+        default: return false
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) -> Bool {
+        let n = word.utf8CodeUnitCount
+        guard input.count - i >= n else { return false }
+        for k in 0..<n where input[i + k] != word.utf8Start[k] { return false }
+        out.append(contentsOf: input[i..<(i + n)])
+        i += n
+        return true
+    }
+
+    private mutating func object() -> Bool {
+        depth += 1
+        guard depth <= Self.maxDepth else { return false }
+        defer { depth -= 1 }
+        out.append(UInt8(ascii: "{"))
+        i += 1
+        skipSpace()
+        if i < input.count, input[i] == UInt8(ascii: "}") { i += 1; out.append(UInt8(ascii: "}")); return true }
+        while true {
+            skipSpace()
+            guard i < input.count, input[i] == UInt8(ascii: "\""), let name = scanString() else { return false }
+            let rule: Redaction.KeyRule?
+            let rawName = UnsafeBufferPointer(rebasing: input[(name.range.lowerBound + 1)..<(name.range.upperBound - 1)])
+            if name.escaped || rawName.contains(where: { $0 >= 0x80 }) {
+                guard let key = decode(name) else { return false }
+                rule = Redaction.rule(forKey: key)
+            } else {
+                rule = Redaction.rule(forName: rawName)
+            }
+            out.append(contentsOf: input[name.range])
+            skipSpace()
+            guard i < input.count, input[i] == UInt8(ascii: ":") else { return false }
+            out.append(UInt8(ascii: ":"))
+            i += 1
+            skipSpace()
+            guard i < input.count else { return false }
+            switch rule {
+            case .secret?:
+                guard secret() else { return false }
+            case .suffix? where input[i] == UInt8(ascii: "\""):
+                guard let raw = scanString(), let text = decode(raw) else { return false }
+                JSONValue.writeString(Redaction.suffix(text), into: &out)
+            default:
+                guard value() else { return false }
+            }
+            skipSpace()
+            guard i < input.count else { return false }
+            if input[i] == UInt8(ascii: ",") { i += 1; out.append(UInt8(ascii: ",")); continue }
+            guard input[i] == UInt8(ascii: "}") else { return false }
+            i += 1
+            out.append(UInt8(ascii: "}"))
+            return true
+        }
+    }
+
+    /// A secret's value: a boolean, null or the placeholder stays; anything else becomes the placeholder.
+    private mutating func secret() -> Bool {
+        let mark = out.count
+        switch input[i] {
+        case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+            return value()
+        case UInt8(ascii: "\""):
+            guard let raw = scanString(), let text = decode(raw) else { return false }
+            if text == Redaction.placeholder { out.append(contentsOf: input[raw.range]); return true }
+        default:
+            // Read through (it must be well formed), then dropped.
+            guard value() else { return false }
+            out.removeSubrange(mark...)
+        }
+        JSONValue.writeString(Redaction.placeholder, into: &out)
+        return true
+    }
+
+    private mutating func array() -> Bool {
+        depth += 1
+        guard depth <= Self.maxDepth else { return false }
+        defer { depth -= 1 }
+        out.append(UInt8(ascii: "["))
+        i += 1
+        skipSpace()
+        if i < input.count, input[i] == UInt8(ascii: "]") { i += 1; out.append(UInt8(ascii: "]")); return true }
+        while true {
+            skipSpace()
+            guard value() else { return false }
+            skipSpace()
+            guard i < input.count else { return false }
+            if input[i] == UInt8(ascii: ",") { i += 1; out.append(UInt8(ascii: ",")); continue }
+            guard input[i] == UInt8(ascii: "]") else { return false }
+            i += 1
+            out.append(UInt8(ascii: "]"))
+            return true
+        }
+    }
+
+    /// A string value: copied as it is unless `redactText` changes it.
+    private mutating func string() -> Bool {
+        guard let raw = scanString() else { return false }
+        if !raw.escaped, !Redaction.mayRedact(rawString: UnsafeBufferPointer(rebasing: input[(raw.range.lowerBound + 1)..<(raw.range.upperBound - 1)])) {
+            out.append(contentsOf: input[raw.range])
+            return true
+        }
+        guard let text = decode(raw) else { return false }
+        let redacted = Redaction.redactText(text)
+        if redacted == text { out.append(contentsOf: input[raw.range]) } else { JSONValue.writeString(redacted, into: &out) }
+        return true
+    }
+
+    /// A number: its text, unless it could be a card number or an identity number (ten digits or
+    /// more, a fraction or an exponent), which `redactedNumber` judges as the tree's redaction does.
+    private mutating func number() -> Bool {
+        let start = i
+        if input[i] == UInt8(ascii: "-") { i += 1 }
+        func digits(_ walk: inout RedactingCopy) -> Int {
+            let s = walk.i
+            while walk.i < walk.input.count, walk.input[walk.i] >= 0x30, walk.input[walk.i] <= 0x39 { walk.i += 1 }
+            return walk.i - s
+        }
+        let whole = digits(&self)
+        guard whole > 0 else { return false }
+        if whole > 1, input[i - whole] == UInt8(ascii: "0") { return false }   // no leading zero
+        var plain = true
+        if i < input.count, input[i] == UInt8(ascii: ".") {
+            i += 1; plain = false
+            guard digits(&self) > 0 else { return false }
+        }
+        if i < input.count, input[i] == UInt8(ascii: "e") || input[i] == UInt8(ascii: "E") {
+            i += 1; plain = false
+            if i < input.count, input[i] == UInt8(ascii: "+") || input[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits(&self) > 0 else { return false }
+        }
+        let text = input[start..<i]
+        // Read as the parser reads it (a finite double) unless it is a short whole number.
+        guard !plain || whole >= 10 else {
+            out.append(contentsOf: text)
+            return true
+        }
+        guard let n = Double(String(decoding: UnsafeBufferPointer(rebasing: text), as: UTF8.self)), n.isFinite else { return false }
+        if let replaced = Redaction.redactedNumber(n) { replaced.write(into: &out) } else { out.append(contentsOf: text) }
+        return true
+    }
+
+    /// The string at `i` (its quotes included) and whether it holds escapes; checked for
+    /// termination and control characters, its escapes later by `decode` when they matter.
+    private mutating func scanString() -> (range: Range<Int>, escaped: Bool)? {
+        let start = i
+        i += 1
+        var escaped = false
+        while i < input.count {
+            let c = input[i]
+            if c == UInt8(ascii: "\"") {
+                i += 1
+                return (start..<i, escaped)
+            }
+            if c < 0x20 { return nil }
+            if c == UInt8(ascii: "\\") { escaped = true; i += 2; continue }
+            i += 1
+        }
+        return nil
+    }
+
+    /// A scanned string's value (escapes undone, UTF-8 checked), by the parser for escaped ones.
+    private func decode(_ raw: (range: Range<Int>, escaped: Bool)) -> String? {
+        let quoted = UnsafeBufferPointer(rebasing: input[raw.range])
+        guard raw.escaped else {
+            return String(validating: UnsafeBufferPointer(rebasing: quoted[(quoted.startIndex + 1)..<(quoted.endIndex - 1)]), as: UTF8.self)
+        }
+        return (try? JSONValue.parse(quoted))?.stringValue
+    }
+}
