@@ -51,12 +51,25 @@ public final class EventLog: Sendable {
         case sessionUpdate(SessionUpdate)
     }
 
-    /// A `flush` waiting for the events and rows queued before it.
+    /// A `flush` or an `afterCommit` action waiting for the events and rows queued before it.
     struct Waiter {
         var events: UInt64
         var rows: UInt64
         var deadline: ContinuousClock.Instant?
-        var continuation: CheckedContinuation<Bool, Never>
+        var done: Completion
+    }
+
+    /// What a waiter gets: true once its events and rows are committed, false when the log gave up on them.
+    enum Completion {
+        case resume(CheckedContinuation<Bool, Never>)
+        case run(@Sendable (Bool) -> Void)
+
+        func callAsFunction(_ committed: Bool) {
+            switch self {
+            case .resume(let c): c.resume(returning: committed)
+            case .run(let action): action(committed)
+            }
+        }
     }
 
     struct Queue {
@@ -173,11 +186,27 @@ public final class EventLog: Sendable {
             let done = queue.withLock { q -> Bool? in
                 if q.written >= q.appended && q.rowsWritten >= q.rowsQueued { return true }
                 if !q.running { return false }
-                q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: deadline, continuation: c))
+                q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: deadline, done: .resume(c)))
                 return nil
             }
             if let done { c.resume(returning: done) } else { wake.signal() }
         }
+    }
+
+    /// Runs `action` once every event and row queued before the call is committed (true), or the
+    /// log stopped or gave up with them unwritten (false): on the writer thread right after its
+    /// commit, or at once when nothing is outstanding. Actions run in the order they were given,
+    /// each once; they must be quick (pushes hand their frames to the edge here, with no task
+    /// and no hop through the Swift pool).
+    public func afterCommit(_ action: @escaping @Sendable (Bool) -> Void) {
+        let done = queue.withLock { q -> Bool? in
+            // Behind any waiter still queued, so that actions keep their order.
+            if q.written >= q.appended && q.rowsWritten >= q.rowsQueued && q.waiters.isEmpty { return true }
+            if !q.running { return false }
+            q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: nil, done: .run(action)))
+            return nil
+        }
+        if let done { action(done) } else { wake.signal() }
     }
 
     /// Flushes for at most `grace`, then stops the writer. Returns the events it could not
@@ -190,12 +219,12 @@ public final class EventLog: Sendable {
             group.addTask { try? await Task.sleep(for: grace); return false }
             if await group.next() == false {
                 // Out of time: the flush waiting in the other task is released, and the writer stops at its next failure.
-                let waiting = queue.withLock { q -> [CheckedContinuation<Bool, Never>] in
+                let waiting = queue.withLock { q -> [Completion] in
                     q.givingUp = true
                     defer { q.waiters = [] }
-                    return q.waiters.map(\.continuation)
+                    return q.waiters.map(\.done)
                 }
-                for c in waiting { c.resume(returning: false) }
+                for done in waiting { done(false) }
             }
             group.cancelAll()
         }
@@ -275,7 +304,7 @@ public final class EventLog: Sendable {
                         }
                         for observer in listening { observer.observe(committed) }
                     }
-                    let ready = queue.withLock { q -> [CheckedContinuation<Bool, Never>] in
+                    let ready = queue.withLock { q -> [Completion] in
                         q.written += UInt64(batch.count)
                         q.rowsWritten += UInt64(pendingRows.count)
                         q.batches += 1
@@ -283,13 +312,13 @@ public final class EventLog: Sendable {
                         let (events, rows) = (q.written, q.rowsWritten)
                         return q.takeWaiters { $0.events <= events && $0.rows <= rows }
                     }
-                    for c in ready { c.resume(returning: true) }
+                    for done in ready { done(true) }
                     pendingRows = []
                     start = end
                 } catch {
                     report(false)
                     // Keep what is not written: it goes first on the next try. The error shows in /readyz.
-                    let (givingUp, late) = queue.withLock { q -> (Bool, [CheckedContinuation<Bool, Never>]) in
+                    let (givingUp, late) = queue.withLock { q -> (Bool, [Completion]) in
                         q.events.insert(contentsOf: taken[start...], at: 0)
                         q.rows.insert(contentsOf: pendingRows, at: 0)
                         q.lastError = Store.reason(error)
@@ -297,7 +326,7 @@ public final class EventLog: Sendable {
                         return (q.givingUp, q.takeWaiters { $0.deadline.map { $0 <= now } ?? false })
                     }
                     // A flush with a deadline (a request waiting for its rows) gets its answer, not a hang.
-                    for c in late { c.resume(returning: false) }
+                    for done in late { done(false) }
                     if givingUp {
                         // `close` takes what is left in the queue.
                         stopped.signal()
@@ -309,13 +338,13 @@ public final class EventLog: Sendable {
                 }
             }
             if !running {
-                let done = queue.withLock { q -> [CheckedContinuation<Bool, Never>]? in
+                let done = queue.withLock { q -> [Completion]? in
                     guard q.events.isEmpty && q.rows.isEmpty else { return nil }
                     defer { q.waiters = [] }
-                    return q.waiters.map(\.continuation)
+                    return q.waiters.map(\.done)
                 }
                 if let done {
-                    for c in done { c.resume(returning: true) }
+                    for waiter in done { waiter(true) }
                     stopped.signal()
                     return
                 }
@@ -392,11 +421,11 @@ public final class EventLog: Sendable {
 }
 
 extension EventLog.Queue {
-    /// Removes the waiters `isDue` picks and returns their continuations.
-    mutating func takeWaiters(_ isDue: (EventLog.Waiter) -> Bool) -> [CheckedContinuation<Bool, Never>] {
+    /// Removes the waiters `isDue` picks and returns what each gets, in the order they came.
+    mutating func takeWaiters(_ isDue: (EventLog.Waiter) -> Bool) -> [EventLog.Completion] {
         guard waiters.contains(where: isDue) else { return [] }
         let due = waiters.filter(isDue)
         waiters.removeAll(where: isDue)
-        return due.map(\.continuation)
+        return due.map(\.done)
     }
 }

@@ -42,7 +42,11 @@ actor SessionActor {
     private var machine: PaymentSessionMachine
     private var pushes: [SequencedPush] = []
     private var seq: Int64
-    private var sentUpTo: Int64
+    /// Pushes up to this seq are handed to the event log, to go to their subscribers once committed.
+    private var handedUpTo: Int64
+    /// Pushes up to this seq are committed and with the edge: what a snapshot reports. Advanced on
+    /// the event log's writer thread, in order.
+    private nonisolated let sentUpTo: Atomic<Int64>
     private var subscribers: Set<UInt64> = []
     private var lastPhase: PaymentSessionMachine.Phase
     /// Restored sessions that had already ended are never started again.
@@ -69,7 +73,8 @@ actor SessionActor {
         self.environment = environment
         self.pushes = history
         self.seq = max(history.last?.seq ?? 0, seqBase)
-        self.sentUpTo = seq
+        self.handedUpTo = seq
+        self.sentUpTo = Atomic(seq)
         self.lastPhase = machine.phase
         self.initialPhaseIsTerminal = machine.phase.isTerminal
         environment.phaseChanged(id: id, traceID: traceID, root: root, from: nil, to: machine.phase)
@@ -164,14 +169,25 @@ actor SessionActor {
             // Created here but driven by another node until now (it failed): the client has
             // seen up to `since` there. Continue after it, as a node picking the session up does.
             seq = since
-            sentUpTo = since
+            handedUpTo = since
+            sentUpTo.store(since, ordering: .releasing)
             machine = PaymentSessionMachine(restoring: machine.sessionURL, phase: .starting, history: ["PaymentSessionFetched"],
                                             setup: machine.setup)
         }
         await start()
         subscribers.insert(connection)
-        for push in pushes where push.seq > since && push.seq <= sentUpTo {
+        // What is already with the edge goes at once. The rest is still on its way to the disk: the
+        // frames handed on before this connection came do not include it, so its own share follows
+        // them through the event log, in order, once committed.
+        let sent = sentUpTo.load(ordering: .acquiring)
+        for push in pushes where push.seq > since && push.seq <= sent {
             environment.send(push.text, to: connection, stamp: nil)
+        }
+        let from = max(since, sent)
+        guard handedUpTo > from else { return }
+        let missed = pushes.filter { $0.seq > from && $0.seq <= handedUpTo }
+        environment.afterCommit { [environment] _ in
+            for push in missed { environment.send(push.text, to: connection, stamp: nil) }
         }
     }
 
@@ -183,7 +199,7 @@ actor SessionActor {
     }
 
     private func snapshotNow() -> JSONValue {
-        ["id": .string(id), "state": .string(machine.phase.rawValue), "seq": .number(Double(sentUpTo)),
+        ["id": .string(id), "state": .string(machine.phase.rawValue), "seq": .number(Double(sentUpTo.load(ordering: .acquiring))),
          "availableInstruments": .array(machine.availableInstruments), "lastProblem": machine.lastProblem ?? .null]
     }
 
@@ -236,7 +252,7 @@ actor SessionActor {
             }
         }
         await recordPhase()
-        if fresh { await sendCommitted(cause: cause) }
+        if fresh { sendWhenCommitted(cause: cause) }
         noteQuiet()
     }
 
@@ -307,9 +323,14 @@ actor SessionActor {
         environment.phaseChanged(id: id, traceID: traceID, root: root, from: from, to: phase)
     }
 
-    /// Waits until every push so far is committed, then sends those not yet sent, in order.
-    private func sendCommitted(cause: ServiceContext) async {
+    /// Hands the pushes not yet handed on to the event log, which gives them to the edge for the
+    /// current subscribers as soon as they are committed: on its writer thread, in order, with no
+    /// hop back through this actor or the Swift pool.
+    private func sendWhenCommitted(cause: ServiceContext) {
         let target = seq
+        guard target > handedUpTo else { return }
+        let ready = pushes.filter { $0.seq > handedUpTo && $0.seq <= target }
+        handedUpTo = target
         let telemetry = environment.telemetry
         let commit = telemetry.span("event-log commit", kind: .client, parent: cause)
         if telemetry.isOn {
@@ -320,14 +341,15 @@ actor SessionActor {
                 a["kassa.push.seq"] = Int(target)
             }
         }
-        await environment.committed()
-        commit.end()
-        guard target > sentUpTo else { return }
-        let ready = pushes.filter { $0.seq > sentUpTo && $0.seq <= target }
-        sentUpTo = target
-        for push in ready {
-            for connection in subscribers { environment.send(push.text, to: connection, stamp: push.madeAt) }
-            pushSpans.removeValue(forKey: push.seq)?.end()
+        let spans = ready.compactMap { pushSpans.removeValue(forKey: $0.seq) }
+        let connections = subscribers
+        environment.afterCommit { [environment, self] _ in
+            commit.end()
+            for push in ready {
+                for connection in connections { environment.send(push.text, to: connection, stamp: push.madeAt) }
+            }
+            self.sentUpTo.store(target, ordering: .releasing)
+            for span in spans { span.end() }
         }
     }
 }

@@ -18,8 +18,9 @@ protocol SessionEnvironment: AnyObject, Sendable {
     /// Appends to the event log (written in the next batch).
     func record(_ event: LogEvent)
     func update(_ change: EventLog.SessionUpdate)
-    /// Returns once everything recorded so far is committed.
-    func committed() async
+    /// Runs `action` once everything recorded so far is committed (on the event log's writer
+    /// thread, in the order given; see `EventLog.afterCommit`).
+    func afterCommit(_ action: @escaping @Sendable (Bool) -> Void)
     /// Queues a frame for a stream's connection.
     func send(_ frame: [UInt8], to connection: UInt64, stamp: ContinuousClock.Instant?)
     func phaseChanged(id: String, traceID: String, root: ServiceContext, from: PaymentSessionMachine.Phase?, to: PaymentSessionMachine.Phase)
@@ -325,7 +326,7 @@ final class SessionService: SessionEnvironment {
 
     func update(_ change: EventLog.SessionUpdate) { store.eventLog.update(change) }
 
-    func committed() async { await store.eventLog.flush() }
+    func afterCommit(_ action: @escaping @Sendable (Bool) -> Void) { store.eventLog.afterCommit(action) }
 
     func send(_ frame: [UInt8], to connection: UInt64, stamp: ContinuousClock.Instant?) {
         edge?.send(connection, bytes: frame, stamp: stamp)
