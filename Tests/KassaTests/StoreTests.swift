@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import KassaCore
 @testable import KassaStore
+import Synchronization
 import Testing
 
 @Suite("Store (SQLite)")
@@ -59,6 +60,36 @@ struct StoreTests {
         #expect(try store.session(id: "s1")?.phase == "ready", "a refused row stays queued, is written once the disk takes it, and the update after it applies to it")
         #expect(try store.paymentOrder(payeeReference: "p1")?.paymentOrderID == "/psp/paymentorders/1")
         await store.close()
+    }
+
+    @Test("after-commit actions run once what came before them is committed, in the order given; at once when nothing is outstanding")
+    func afterCommitActions() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let log = store.eventLog
+        // (action number, events committed when it ran, committed flag)
+        let seen = Mutex<[(Int, UInt64, Bool)]>([])
+        log.afterCommit { ok in seen.withLock { $0.append((0, log.writtenCount, ok)) } }
+        #expect(seen.withLock { $0.map(\.0) } == [0], "nothing outstanding: the action ran before afterCommit returned")
+        for i in 1...300 {
+            log.append(LogEvent(atMs: Int64(i), sessionID: "s", kind: "test", summary: "event \(i)"))
+            if i % 3 == 0 { log.afterCommit { ok in seen.withLock { $0.append((i, log.writtenCount, ok)) } } }
+        }
+        await log.flush()
+        let runs = seen.withLock { $0 }
+        #expect(runs.map(\.0) == [0] + Array(stride(from: 3, through: 300, by: 3)), "each once, in order")
+        for (i, written, ok) in runs {
+            #expect(ok && written >= UInt64(i), "action \(i) ran with \(written) events committed")
+        }
+        await store.close()
+        // A stopped log never leaves an action waiting: run at once, false when what came before it
+        // will not be committed.
+        let late = Mutex<[Bool]>([])
+        log.afterCommit { ok in late.withLock { $0.append(ok) } }
+        log.append(LogEvent(atMs: 1, sessionID: "s", kind: "test", summary: "after the close"))
+        log.afterCommit { ok in late.withLock { $0.append(ok) } }
+        #expect(late.withLock { $0 } == [true, false])
     }
 
     @Test("journal is WAL")
