@@ -73,8 +73,12 @@ enum FuzzTarget: String, CaseIterable {
                 guard let redacted, (try? JSONValue.parse(redacted)) == Redaction.redact(tree) else {
                     fatalError("byte redaction differs from the tree's for \(text)")
                 }
-            } else if let redacted, (try? JSONValue.parse(redacted)) == nil {
-                fatalError("byte redaction wrote no document for \(text)")
+            } else if let redacted {
+                // Not a document for the parser, yet walked: only a repeated member name (which the
+                // parser refuses and the walk redacts each time by its name) may stay in what it wrote.
+                do { _ = try JSONValue.parse(redacted) } catch {
+                    guard error.reason.hasPrefix("duplicate member") else { fatalError("byte redaction wrote no document for \(text): \(error)") }
+                }
             }
         case .sessiontoken:
             // Nothing made up verifies under a secret the input cannot know.
