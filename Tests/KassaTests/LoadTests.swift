@@ -161,10 +161,11 @@ struct LoadTests {
         let completed = cappedReport["completed"]?.intValue ?? 0
         #expect(completed > 0 && completed < 1000)
         #expect((cappedReport["lateStarts"]?.intValue ?? 0) >= completed - 1, "every flow but the first waited for a slot")
+        // The waits pile up (a flow is due every millisecond), and a flow's latency holds its wait:
+        // timed from its start instead, the longest flow would be shorter than the longest wait.
         let flowMax = cappedReport["latencyMs"]?["flow"]?["max"]?.doubleValue ?? 0
-        let createMax = cappedReport["latencyMs"]?["create"]?["max"]?.doubleValue ?? .infinity
         let lagMax = cappedReport["latencyMs"]?["startLag"]?["max"]?.doubleValue ?? .infinity
-        #expect(flowMax >= lagMax && flowMax > 3 * createMax, "flow max \(flowMax) ms, lag max \(lagMax) ms, create max \(createMax) ms")
+        #expect(lagMax > 50 && flowMax >= lagMax, "flow max \(flowMax) ms, lag max \(lagMax) ms")
         await t.stop()
     }
 
