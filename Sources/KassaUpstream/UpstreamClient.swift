@@ -37,15 +37,6 @@ public final class UpstreamClient: Sendable {
         }
         return try result.get()
     }
-
-    /// Sends without a task: `completion` runs on the curl thread when the exchange ends, so it
-    /// must be quick (count an outcome, hand the answer on). For fire-and-forget calls, where a
-    /// task and two hops through the Swift pool would cost more than the exchange.
-    public func send(_ request: UpstreamRequest, then completion: @escaping @Sendable (Result<UpstreamResponse, UpstreamError>) -> Void) {
-        let transfer = Transfer(request: request, maxResponseBytes: maxResponseBytes)
-        transfer.completion = completion
-        engine.submit(transfer)
-    }
 }
 
 /// One exchange in flight; touched by the curl thread only once submitted.
@@ -56,8 +47,6 @@ final class Transfer: @unchecked Sendable {
     let request: UpstreamRequest
     let maxResponseBytes: Int
     var continuation: CheckedContinuation<Result<UpstreamResponse, UpstreamError>, Never>?
-    /// Instead of a continuation: called on the curl thread (`send(_:then:)`).
-    var completion: (@Sendable (Result<UpstreamResponse, UpstreamError>) -> Void)?
     var easy: UnsafeMutableRawPointer?
     var headerList: UnsafeMutablePointer<curl_slist>?
     var status = 0
@@ -75,8 +64,6 @@ final class Transfer: @unchecked Sendable {
     func finish(_ result: Result<UpstreamResponse, UpstreamError>) {
         continuation?.resume(returning: result)
         continuation = nil
-        completion?(result)
-        completion = nil
     }
 }
 

@@ -79,28 +79,6 @@ struct UpstreamClientTests {
         #expect(delete.header("x-echo-method") == "DELETE" && delete.header("x-echo-length") == "0")
     }
 
-    @Test("send(then:) completes without a task: the answer, or the failure, reaches the completion")
-    func sendThenCompletion() async throws {
-        let (server, _) = try startTestEdge()
-        defer { Task { await server.stop() } }
-        let results = AsyncStream<Result<UpstreamResponse, UpstreamError>>.makeStream()
-        client.send(UpstreamRequest(method: "POST", url: "http://127.0.0.1:\(server.port)/echo", body: Array("beacon".utf8))) {
-            results.continuation.yield($0)
-        }
-        // Port 1: privileged, nothing listens there.
-        client.send(UpstreamRequest(url: "http://127.0.0.1:1/", connectTimeoutMs: 500, totalTimeoutMs: 1_000)) {
-            results.continuation.yield($0)
-        }
-        var answers: [Result<UpstreamResponse, UpstreamError>] = []
-        for await result in results.stream {
-            answers.append(result)
-            if answers.count == 2 { break }
-        }
-        #expect(answers.count == 2)
-        #expect(answers.contains { if case .success(let r) = $0 { r.status == 200 && r.text == "beacon" } else { false } })
-        #expect(answers.contains { if case .failure(.connectFailed) = $0 { true } else { false } }, "the closed port's failure arrives too")
-    }
-
     @Test("a black-hole port times out within its deadline with a typed error")
     func blackHoleTimesOut() async throws {
         let hole = try BlackHoleListener()
