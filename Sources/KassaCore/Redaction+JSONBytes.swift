@@ -59,8 +59,8 @@ private struct RedactingCopy {
     private mutating func value() -> Bool {
         guard i < input.count else { return false }
         switch input[i] {
-        case UInt8(ascii: "{"): return object()
-        case UInt8(ascii: "["): return array()
+        case UInt8(ascii: "{"): return container(closing: UInt8(ascii: "}")) { $0.member() }
+        case UInt8(ascii: "["): return container(closing: UInt8(ascii: "]")) { $0.value() }
         case UInt8(ascii: "\""): return string()
         case UInt8(ascii: "t"): return literal("true")
         case UInt8(ascii: "f"): return literal("false")
@@ -79,48 +79,56 @@ private struct RedactingCopy {
         return true
     }
 
-    private mutating func object() -> Bool {
+    /// An object or an array: `item` reads one member or element; the separators and the closing
+    /// bracket are copied here, and nesting is bounded.
+    private mutating func container(closing close: UInt8, _ item: (inout RedactingCopy) -> Bool) -> Bool {
         depth += 1
         guard depth <= Self.maxDepth else { return false }
         defer { depth -= 1 }
-        out.append(UInt8(ascii: "{"))
+        out.append(input[i])
         i += 1
         skipSpace()
-        if i < input.count, input[i] == UInt8(ascii: "}") { i += 1; out.append(UInt8(ascii: "}")); return true }
+        if i < input.count, input[i] == close { i += 1; out.append(close); return true }
         while true {
             skipSpace()
-            guard i < input.count, input[i] == UInt8(ascii: "\""), let name = scanString() else { return false }
-            let rule: Redaction.KeyRule?
-            let rawName = UnsafeBufferPointer(rebasing: input[(name.range.lowerBound + 1)..<(name.range.upperBound - 1)])
-            if name.escaped || rawName.contains(where: { $0 >= 0x80 }) {
-                guard let key = decode(name) else { return false }
-                rule = Redaction.rule(forKey: key)
-            } else {
-                rule = Redaction.rule(forName: rawName)
-            }
-            out.append(contentsOf: input[name.range])
-            skipSpace()
-            guard i < input.count, input[i] == UInt8(ascii: ":") else { return false }
-            out.append(UInt8(ascii: ":"))
-            i += 1
-            skipSpace()
-            guard i < input.count else { return false }
-            switch rule {
-            case .secret?:
-                guard secret() else { return false }
-            case .suffix? where input[i] == UInt8(ascii: "\""):
-                guard let raw = scanString(), let text = decode(raw) else { return false }
-                JSONValue.writeString(Redaction.suffix(text), into: &out)
-            default:
-                guard value() else { return false }
-            }
+            guard item(&self) else { return false }
             skipSpace()
             guard i < input.count else { return false }
             if input[i] == UInt8(ascii: ",") { i += 1; out.append(UInt8(ascii: ",")); continue }
-            guard input[i] == UInt8(ascii: "}") else { return false }
+            guard input[i] == close else { return false }
             i += 1
-            out.append(UInt8(ascii: "}"))
+            out.append(close)
             return true
+        }
+    }
+
+    /// One member: its name picks the rule for its value.
+    private mutating func member() -> Bool {
+        guard i < input.count, input[i] == UInt8(ascii: "\""), let name = scanString() else { return false }
+        let rule: Redaction.KeyRule?
+        let rawName = UnsafeBufferPointer(rebasing: input[(name.range.lowerBound + 1)..<(name.range.upperBound - 1)])
+        if name.escaped || rawName.contains(where: { $0 >= 0x80 }) {
+            guard let key = decode(name) else { return false }
+            rule = Redaction.rule(forKey: key)
+        } else {
+            rule = Redaction.rule(forName: rawName)
+        }
+        out.append(contentsOf: input[name.range])
+        skipSpace()
+        guard i < input.count, input[i] == UInt8(ascii: ":") else { return false }
+        out.append(UInt8(ascii: ":"))
+        i += 1
+        skipSpace()
+        guard i < input.count else { return false }
+        switch rule {
+        case .secret?:
+            return secret()
+        case .suffix? where input[i] == UInt8(ascii: "\""):
+            guard let raw = scanString(), let text = decode(raw) else { return false }
+            JSONValue.writeString(Redaction.suffix(text), into: &out)
+            return true
+        default:
+            return value()
         }
     }
 
@@ -140,27 +148,6 @@ private struct RedactingCopy {
         }
         JSONValue.writeString(Redaction.placeholder, into: &out)
         return true
-    }
-
-    private mutating func array() -> Bool {
-        depth += 1
-        guard depth <= Self.maxDepth else { return false }
-        defer { depth -= 1 }
-        out.append(UInt8(ascii: "["))
-        i += 1
-        skipSpace()
-        if i < input.count, input[i] == UInt8(ascii: "]") { i += 1; out.append(UInt8(ascii: "]")); return true }
-        while true {
-            skipSpace()
-            guard value() else { return false }
-            skipSpace()
-            guard i < input.count else { return false }
-            if input[i] == UInt8(ascii: ",") { i += 1; out.append(UInt8(ascii: ",")); continue }
-            guard input[i] == UInt8(ascii: "]") else { return false }
-            i += 1
-            out.append(UInt8(ascii: "]"))
-            return true
-        }
     }
 
     /// A string value: copied as it is unless `redactText` changes it.
