@@ -29,11 +29,15 @@ public struct Retention: Sendable, Equatable {
         let passStarted = ContinuousClock.now
         var transactions = 0
         var slowest = Duration.zero
+        var slowestIndex = 0
+        var firstMs: [JSONValue] = []
         func timed<T>(_ work: () async throws -> T) async rethrows -> T {
             let started = ContinuousClock.now
             defer {
+                let took = started.duration(to: .now)
+                if took > slowest { slowest = took; slowestIndex = transactions }
+                if firstMs.count < 6 { firstMs.append(.number((took.inMilliseconds * 10).rounded() / 10)) }
                 transactions += 1
-                slowest = max(slowest, started.duration(to: .now))
             }
             return try await work()
         }
@@ -62,7 +66,8 @@ public struct Retention: Sendable, Equatable {
                                            durationMs: passStarted.duration(to: .now).inMilliseconds,
                                            data: ["deleted": .number(Double(deleted)), "deletedByAge": .number(Double(byAge)),
                                                   "maxAgeMs": .number(Double(maxAgeMs)), "maxBytes": .number(Double(maxBytes)),
-                                                  "transactions": .number(Double(transactions)), "slowestTransactionMs": .number(slowest.inMilliseconds)]))
+                                                  "transactions": .number(Double(transactions)), "slowestTransactionMs": .number(slowest.inMilliseconds),
+                                                  "slowestTransaction": .number(Double(slowestIndex)), "firstTransactionsMs": .array(firstMs)]))
         }
         return deleted
     }

@@ -258,6 +258,10 @@ struct SupportTests {
         let trim = try #require(passes.first { $0.data?["deleted"]?.intValue == bySize })
         #expect((trim.data?["transactions"]?.intValue ?? 0) >= 2)
         #expect((trim.data?["slowestTransactionMs"]?.doubleValue ?? -1) > 0)
+        // Which transaction was the slowest, and how long the first ones took (at most six).
+        let transactions = trim.data?["transactions"]?.intValue ?? 0
+        #expect((0..<transactions).contains(trim.data?["slowestTransaction"]?.intValue ?? -1))
+        #expect(trim.data?["firstTransactionsMs"]?.arrayValue?.count == min(transactions, 6))
         #expect((trim.durationMs ?? 0) >= (trim.data?["slowestTransactionMs"]?.doubleValue ?? .infinity))
         let left = try store.searchEvents({ var q = Store.EventQuery(); q.kinds = ["test"]; q.limit = 1; return q }())
         #expect(left.first?.summary.hasPrefix("e\(1_000 + bySize) ") == true, "the oldest went first")
