@@ -106,7 +106,7 @@ private struct RedactingCopy {
     private mutating func member() -> Bool {
         guard i < input.count, input[i] == UInt8(ascii: "\""), let name = scanString() else { return false }
         let rule: Redaction.KeyRule?
-        let rawName = UnsafeBufferPointer(rebasing: input[(name.range.lowerBound + 1)..<(name.range.upperBound - 1)])
+        let rawName = contents(of: name)
         if name.escaped || rawName.contains(where: { $0 >= 0x80 }) {
             guard let key = decode(name) else { return false }
             rule = Redaction.rule(forKey: key)
@@ -153,7 +153,7 @@ private struct RedactingCopy {
     /// A string value: copied as it is unless `redactText` changes it.
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
-        if !raw.escaped, !Redaction.mayRedact(rawString: UnsafeBufferPointer(rebasing: input[(raw.range.lowerBound + 1)..<(raw.range.upperBound - 1)])) {
+        if !raw.escaped, !Redaction.mayRedact(rawString: contents(of: raw)) {
             out.append(contentsOf: input[raw.range])
             return true
         }
@@ -216,12 +216,14 @@ private struct RedactingCopy {
         return nil
     }
 
+    /// A scanned string's bytes between its quotes, as written (escapes not undone).
+    private func contents(of raw: (range: Range<Int>, escaped: Bool)) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: input[(raw.range.lowerBound + 1)..<(raw.range.upperBound - 1)])
+    }
+
     /// A scanned string's value (escapes undone, UTF-8 checked), by the parser for escaped ones.
     private func decode(_ raw: (range: Range<Int>, escaped: Bool)) -> String? {
-        let quoted = UnsafeBufferPointer(rebasing: input[raw.range])
-        guard raw.escaped else {
-            return String(validating: UnsafeBufferPointer(rebasing: quoted[(quoted.startIndex + 1)..<(quoted.endIndex - 1)]), as: UTF8.self)
-        }
-        return (try? JSONValue.parse(quoted))?.stringValue
+        guard raw.escaped else { return String(validating: contents(of: raw), as: UTF8.self) }
+        return (try? JSONValue.parse(UnsafeBufferPointer(rebasing: input[raw.range])))?.stringValue
     }
 }
