@@ -183,13 +183,7 @@ public final class EventLog: Sendable {
     @discardableResult
     public func flush(deadline: ContinuousClock.Instant? = nil) async -> Bool {
         await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            let done = queue.withLock { q -> Bool? in
-                if q.written >= q.appended && q.rowsWritten >= q.rowsQueued { return true }
-                if !q.running { return false }
-                q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: deadline, done: .resume(c)))
-                return nil
-            }
-            if let done { c.resume(returning: done) } else { wake.signal() }
+            if let done = wait(deadline: deadline, .resume(c)) { c.resume(returning: done) } else { wake.signal() }
         }
     }
 
@@ -199,14 +193,20 @@ public final class EventLog: Sendable {
     /// each once; they must be quick (pushes hand their frames to the edge here, with no task
     /// and no hop through the Swift pool).
     public func afterCommit(_ action: @escaping @Sendable (Bool) -> Void) {
-        let done = queue.withLock { q -> Bool? in
-            // Behind any waiter still queued, so that actions keep their order.
+        if let done = wait(deadline: nil, .run(action)) { action(done) } else { wake.signal() }
+    }
+
+    /// Queues `done` behind every event and row queued so far (nil: the caller wakes the writer),
+    /// or answers at once: true when all of it is committed, false when the writer has stopped.
+    private func wait(deadline: ContinuousClock.Instant?, _ done: Completion) -> Bool? {
+        queue.withLock { q -> Bool? in
+            // Behind any waiter still queued, so that completions keep their order. (When all is
+            // committed none is left: the writer takes the due ones as it counts its commit.)
             if q.written >= q.appended && q.rowsWritten >= q.rowsQueued && q.waiters.isEmpty { return true }
             if !q.running { return false }
-            q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: nil, done: .run(action)))
+            q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: deadline, done: done))
             return nil
         }
-        if let done { action(done) } else { wake.signal() }
     }
 
     /// Flushes for at most `grace`, then stops the writer. Returns the events it could not

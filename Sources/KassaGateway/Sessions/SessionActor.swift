@@ -180,18 +180,23 @@ actor SessionActor {
         // frames handed on before this connection came do not include it, so its own share follows
         // them through the event log, in order, once committed.
         let sent = sentUpTo.load(ordering: .acquiring)
-        for push in pushes where push.seq > since && push.seq <= sent {
+        for push in pushes(after: since, through: sent) {
             environment.send(push.text, to: connection, stamp: nil)
         }
         let from = max(since, sent)
         guard handedUpTo > from else { return }
-        let missed = pushes.filter { $0.seq > from && $0.seq <= handedUpTo }
+        let missed = pushes(after: from, through: handedUpTo)
         environment.afterCommit { [environment] _ in
             for push in missed { environment.send(push.text, to: connection, stamp: nil) }
         }
     }
 
     func unsubscribe(_ connection: UInt64) { subscribers.remove(connection) }
+
+    /// The pushes numbered after `after` up to and including `through`, in order.
+    private func pushes(after: Int64, through: Int64) -> [SequencedPush] {
+        pushes.filter { $0.seq > after && $0.seq <= through }
+    }
 
     func snapshot() async -> JSONValue {
         await start()
@@ -329,7 +334,7 @@ actor SessionActor {
     private func sendWhenCommitted(cause: ServiceContext) {
         let target = seq
         guard target > handedUpTo else { return }
-        let ready = pushes.filter { $0.seq > handedUpTo && $0.seq <= target }
+        let ready = pushes(after: handedUpTo, through: target)
         handedUpTo = target
         let telemetry = environment.telemetry
         let commit = telemetry.span("event-log commit", kind: .client, parent: cause)

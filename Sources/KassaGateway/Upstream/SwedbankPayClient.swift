@@ -120,13 +120,10 @@ final class SwedbankPayClient: Sendable {
             bodyBytes = body.bytes
         }
         var document: JSONValue?
-        var requestData: [String: JSONValue] = ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]
-        // A body up to the limit is logged from its bytes (redacted as text); a larger one as an excerpt.
-        let loggedAsBytes = bodyBytes.map { $0.count <= Self.loggedBodyLimit } ?? false
-        if !loggedAsBytes { requestData["body"] = call.body.map { Self.loggable($0, size: bodyBytes?.count ?? 0) } ?? .null }
-        let request = LogEvent(atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
-                               summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID, data: .object(requestData))
-        if loggedAsBytes, let bodyBytes { eventLog.append(request, body: bodyBytes) } else { eventLog.append(request) }
+        log(LogEvent(atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
+                     summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
+                     data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]),
+            body: bodyBytes ?? [], document: call.body, otherwise: .null)
         let started = ContinuousClock.now
         let origin = url?.origin ?? ""
         let result: Result<UpstreamResponse, UpstreamError>
@@ -154,17 +151,13 @@ final class SwedbankPayClient: Sendable {
         switch result {
         case .success(let response):
             document = try? JSONValue.parse(response.body)
-            var data: [String: JSONValue] = ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
-                                             "contentType": .string(response.header("content-type") ?? "")]
-            // A JSON answer up to the limit is logged from its bytes (redacted as text).
-            let loggedAsBytes = document != nil && response.body.count <= Self.loggedBodyLimit
-            if !loggedAsBytes { data["body"] = document.map { Self.loggable($0, size: response.body.count) } ?? .string(Self.excerpt(response.body)) }
-            let event = LogEvent(
+            log(LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
                 level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
                 summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
-                data: .object(data))
-            if loggedAsBytes { eventLog.append(event, body: response.body) } else { eventLog.append(event) }
+                data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
+                       "contentType": .string(response.header("content-type") ?? "")]),
+                body: response.body, document: document, otherwise: .string(Self.excerpt(response.body)))
         case .failure(let error):
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
@@ -174,6 +167,18 @@ final class SwedbankPayClient: Sendable {
         }
         end(attempt: span, result, circuitOpen: circuitOpen)
         return (result, document, ms)
+    }
+
+    /// Logs an exchange's event with its body under "body": from the bytes, redacted as text, when
+    /// they are a JSON document (`document`) within the log's limit; else as `loggable` cuts the
+    /// document, or `otherwise` when there is none.
+    private func log(_ event: LogEvent, body: [UInt8], document: JSONValue?, otherwise: JSONValue) {
+        if document != nil, body.count <= Self.loggedBodyLimit { return eventLog.append(event, body: body) }
+        var event = event
+        var data = event.data?.objectValue ?? [:]
+        data["body"] = document.map { Self.loggable($0, size: body.count) } ?? otherwise
+        event.data = .object(data)
+        eventLog.append(event)
     }
 
     /// An HTTP client span for one exchange (OpenTelemetry's HTTP conventions). The URL is
