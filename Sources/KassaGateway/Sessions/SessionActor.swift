@@ -44,8 +44,8 @@ actor SessionActor {
     private var seq: Int64
     /// Pushes up to this seq are handed to the event log, to go to their subscribers once committed.
     private var handedUpTo: Int64
-    /// Pushes up to this seq are committed and with the edge: what a snapshot reports. Advanced on
-    /// the event log's writer thread, in order.
+    /// Pushes up to this seq are committed and given to the edge: what a snapshot reports. Advanced on
+    /// the event log's writer thread, in order, just before the frames go.
     private nonisolated let sentUpTo: Atomic<Int64>
     private var subscribers: Set<UInt64> = []
     private var lastPhase: PaymentSessionMachine.Phase
@@ -350,10 +350,12 @@ actor SessionActor {
         let connections = subscribers
         environment.afterCommit { [environment, self] _ in
             commit.end()
+            // Counted as sent before the frames go, so a client that has read a frame and then asks
+            // for the snapshot never finds a `seq` behind it.
+            self.sentUpTo.store(target, ordering: .releasing)
             for push in ready {
                 for connection in connections { environment.send(push.text, to: connection, stamp: push.madeAt) }
             }
-            self.sentUpTo.store(target, ordering: .releasing)
             for span in spans { span.end() }
         }
     }
