@@ -8,19 +8,34 @@ import Synchronization
 /// commit, and every push waiting for that commit waits with it (0.25–0.5 s stalls every
 /// 16 MiB of log under load). A passive checkpoint takes no lock writers need, so appends
 /// go on while it runs. The writer keeps a far-off auto-checkpoint as a backstop.
+///
+/// SQLite starts the WAL over only when a write begins with every frame copied, which under
+/// steady commits never happens by itself: the WAL would grow to the backstop, whose checkpoint
+/// runs inside a commit (50–200 ms stalls every few seconds). So once a passive checkpoint has
+/// nearly caught up, the checkpointer holds the event log's commit gate while it copies the few
+/// frames left (two fsyncs of a few hundred pages: milliseconds), and the next commit restarts
+/// the WAL. Other writers may land a commit in between; then the next round tries again.
 final class Checkpointer: Sendable {
     static let interval = 0.25
+    static let behindInterval = 0.005
     /// Checkpoint after this many events (≈ 4 MiB of WAL with their index pages), or after
     /// `maxQuietSeconds` if fewer were written: each checkpoint costs two fsyncs.
     static let eventsPerCheckpoint: UInt64 = 2_000
     static let maxQuietSeconds = 5.0
+    /// Start the WAL over once it holds this many frames (≈ 64 MiB, a second or two under load)…
+    static let restartFrames = 16_384
+    /// …and a passive checkpoint has left about this many uncopied at most: the commit gate is held
+    /// while they are copied. Passive checkpoints repeat, each shorter, until it is so.
+    static let catchUpFrames = 256
     private let running = Atomic<Bool>(true)
+    /// About how many frames the last checkpoint left uncopied.
+    private let backlog = Atomic<Int>(0)
     private let stopped = DispatchSemaphore(value: 0)
     private let wake = DispatchSemaphore(value: 0)
 
     /// nil when the database cannot be opened a second time (then the writer's backstop checkpoints).
     /// `written`: how many events the log has committed so far.
-    init?(path: String, written: @escaping @Sendable () -> UInt64) {
+    init?(path: String, gate: CommitGate, written: @escaping @Sendable () -> UInt64) {
         let connection: DatabaseQueue
         do {
             var configuration = Configuration()
@@ -32,18 +47,33 @@ final class Checkpointer: Sendable {
         let thread = Thread.named("kassa-checkpoint") { [self] in
             var checkpointedAt: UInt64 = 0
             var quietSeconds = 0.0
+            var lastFrames = 0
             while running.load(ordering: .relaxed) {
-                _ = wake.wait(timeout: .now() + Self.interval)
+                // Behind (bulk deletes, a reader holding an old snapshot): copy again almost at once.
+                let behind = backlog.load(ordering: .relaxed) > Self.catchUpFrames
+                let pause = behind ? Self.behindInterval : Self.interval
+                _ = wake.wait(timeout: .now() + pause)
                 guard running.load(ordering: .relaxed) else { break }
-                quietSeconds += Self.interval
+                quietSeconds += pause
                 let now = written()
-                guard now - checkpointedAt >= Self.eventsPerCheckpoint || (now != checkpointedAt && quietSeconds >= Self.maxQuietSeconds) else {
+                guard behind || now - checkpointedAt >= Self.eventsPerCheckpoint || (now != checkpointedAt && quietSeconds >= Self.maxQuietSeconds) else {
                     continue
                 }
                 checkpointedAt = now
                 quietSeconds = 0
                 // Failures (a full or read-only disk) show in the event log's writes; nothing to add here.
-                try? connection.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+                guard let (frames, copied) = Self.checkpoint(connection) else {
+                    backlog.store(0, ordering: .relaxed)
+                    continue
+                }
+                // A checkpoint copies up to the WAL's end as it found it. What came since the last
+                // one began is about what this one left behind (all of it when the WAL started over).
+                let arrived = frames >= lastFrames ? frames - lastFrames : frames
+                lastFrames = frames
+                backlog.store(max(arrived, frames - copied), ordering: .relaxed)
+                guard frames >= Self.restartFrames, arrived <= Self.catchUpFrames, frames == copied else { continue }
+                _ = gate.held { Self.checkpoint(connection) }
+                backlog.store(0, ordering: .relaxed)
             }
             // Closed here, not whenever the thread's closure is released: the last connection
             // to close removes the WAL, and a stopped store leaves a tidy file behind.
@@ -53,10 +83,26 @@ final class Checkpointer: Sendable {
         thread.start()
     }
 
+    /// A passive checkpoint: the WAL's frames and how many of them are now copied back.
+    private static func checkpoint(_ connection: DatabaseQueue) -> (frames: Int, copied: Int)? {
+        let row = try? connection.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+        guard let row, let frames = row[1] as Int?, let copied = row[2] as Int? else { return nil }
+        return (frames, copied)
+    }
+
     /// Returns once a checkpoint in progress has finished (no new one starts).
     func stop() {
         guard running.exchange(false, ordering: .relaxed) else { return }
         wake.signal()
         stopped.wait()
+    }
+}
+
+/// A lock the event log's writer holds around each commit (see `Checkpointer`).
+final class CommitGate: Sendable {
+    private let mutex = Mutex<Void>(())
+
+    func held<T, E: Error>(_ body: () throws(E) -> sending T) throws(E) -> sending T {
+        try mutex.withLock { _ throws(E) -> sending T in try body() }
     }
 }

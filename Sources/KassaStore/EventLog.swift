@@ -99,6 +99,10 @@ public final class EventLog: Sendable {
         let isListening: @Sendable () -> Bool
         let observe: @Sendable ([LogEvent]) -> Void
     }
+    /// Held by the writer around each commit, and by the checkpointer while it copies the last
+    /// frames of the WAL: the writer's next commit then finds the WAL fully copied and starts it over
+    /// (see `Checkpointer`).
+    let commitGate = CommitGate()
     private let writeObservers = Mutex<[@Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
@@ -280,7 +284,7 @@ public final class EventLog: Sendable {
                     for observer in writeObservers.withLock({ $0 }) { observer(batch.count, seconds, ok) }
                 }
                 do {
-                    let ids = try pool.write { db -> [Int64] in
+                    let ids = try commitGate.held { try pool.write { db -> [Int64] in
                         if began >= nextCacheCheck {
                             cacheKiB = try Store.sizeWriterCache(db, currentKiB: cacheKiB)
                             nextCacheCheck = began + .seconds(1)
@@ -293,7 +297,7 @@ public final class EventLog: Sendable {
                             ids.append(db.lastInsertedRowID)
                         }
                         return ids
-                    }
+                    } }
                     report(true)
                     let listening = observers.withLock { $0 }.filter { $0.isListening() }
                     if !listening.isEmpty {

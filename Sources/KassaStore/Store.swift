@@ -68,7 +68,7 @@ public final class Store: Sendable {
         self.database = pool
         self.eventLog = EventLog(pool: pool)
         let eventLog = self.eventLog
-        self.checkpointer = Checkpointer(path: path, written: { eventLog.writtenCount })
+        self.checkpointer = Checkpointer(path: path, gate: eventLog.commitGate, written: { eventLog.writtenCount })
     }
 
     /// Opens (creating if needed) and migrates the database, or fails with a

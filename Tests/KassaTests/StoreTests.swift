@@ -92,6 +92,38 @@ struct StoreTests {
         #expect(late.withLock { $0 } == [true, false])
     }
 
+    @Test("under steady commits the WAL starts over long before the writer's backstop checkpoint")
+    func walStartsOverUnderSteadyCommits() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("k.sqlite")
+        let store = try Store.open(path: path)
+        let log = store.eventLog
+        // The WAL's last committed frame, from the header SQLite keeps in the -shm file (offset 16,
+        // host byte order): read beside SQLite, without a checkpoint of our own.
+        func walFrames() -> UInt32 {
+            guard let header = FileManager.default.contents(atPath: path + "-shm"), header.count >= 20 else { return 0 }
+            return header.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) }
+        }
+        let limit = UInt32(3 * Checkpointer.restartFrames)
+        var (restarts, most, last) = (0, UInt32(0), UInt32(0))
+        let summary = String(repeating: "x", count: 300)
+        var round = 0
+        // Back-to-back commits, each a few frames, as under load: without help the WAL is never fully
+        // copied when a commit begins, so it grows until the backstop (65 536 frames).
+        while restarts < 2 && most <= limit && round < 40_000 {
+            round += 1
+            for i in 0..<5 { log.append(LogEvent(atMs: Int64(round), sessionID: "s\(round % 97)-\(i)", kind: "test", summary: summary)) }
+            await log.flush()
+            let frames = walFrames()
+            if frames < last { restarts += 1 }
+            (most, last) = (max(most, frames), frames)
+        }
+        #expect(restarts >= 2, "the WAL started over \(restarts) times in \(round) commits")
+        #expect(most <= limit, "the WAL reached \(most) frames")
+        await store.close()
+    }
+
     @Test("journal is WAL")
     func walMode() async throws {
         let dir = TempDirectory()
