@@ -4,6 +4,9 @@
 # of each second's push p99; then the RSS and descriptor trend (least-squares slope and
 # first-to-last difference) over the minutes after a three-minute warm-up (the 120 s window
 # of waiting sessions filled, the SQLite page cache grown) to the last full minute.
+# Beside them: how many seconds had a push p99 over 20 and 50 ms, and how often the WAL
+# started over and how many frames it reached (the wal-index header in kassa.sqlite-shm, read
+# every 200 ms: mxFrame at byte 16, host order; see sqlite.org/walformat.html).
 # Usage: bench/soak.sh [OUTDIR] [extra kassa load options…]
 #        bench/soak.sh --report OUTDIR   (the tables again, from a finished run)
 set -euo pipefail
@@ -13,6 +16,18 @@ if [ "${1:-}" = "--report" ]; then
 else
   out="${1:-$(mktemp -d)}"
   shift || true
+  mkdir -p "$out"
+  python3 - "$out/kassa.sqlite-shm" > "$out/wal-frames.txt" <<'PY' &
+import struct, sys, time
+while True:
+    try:
+        with open(sys.argv[1], "rb") as f: print(f"{time.time():.1f} {struct.unpack_from('<I', f.read(20), 16)[0]}", flush=True)
+    except (OSError, struct.error):
+        pass  # not created yet
+    time.sleep(0.2)
+PY
+  sampler=$!
+  trap 'kill "$sampler" 2>/dev/null || true' EXIT
   KASSA_BENCH_OUT="$out" bash bench/load.sh bench/scenarios/soak.json "$@" | tail -1
 fi
 python3 - "$out" <<'PY'
@@ -41,6 +56,14 @@ def slope(key):
     xs = [r["minute"] for r in warm]; ys = [r[key] for r in warm]
     mx, my = statistics.mean(xs), statistics.mean(ys)
     return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs), 1)
+p99s = [l["pushP99Ms"] for l in report["timeline"] if l.get("pushP99Ms") is not None]
+try:
+    frames = [int(l.split()[1]) for l in open(out + "/wal-frames.txt")]
+except OSError:
+    frames = []
+print(json.dumps({"seconds": len(p99s), "secondsOver20Ms": sum(p > 20 for p in p99s), "secondsOver50Ms": sum(p > 50 for p in p99s),
+                  "worstSecondMs": max(p99s, default=None), "walRestarts": sum(b < a for a, b in zip(frames, frames[1:])),
+                  "walMostFrames": max(frames, default=None)}))
 if len(warm) >= 3:
     first, last = warm[0], warm[-1]
     print(json.dumps({"fromMinute": first["minute"], "toMinute": last["minute"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where the event log's WAL bytes go: runs bench/load.sh (default flows.json, 15 s) with the
 # database kept, copies the database and its WAL mid-run, and counts the WAL's valid frames
-# (one 4 KiB page each) by the table or index that owns the page, per commit.
+# (one page each) by the table or index that owns the page, per commit.
 # Usage: bench/walframes.sh [scenario] [seconds into the run to copy, default 10]
 #   KASSA_BENCH_BIN, KASSA_BENCH_PIN as for bench/load.sh (pin default 1:0).
 set -euo pipefail

@@ -124,14 +124,23 @@ struct StoreTests {
         await store.close()
     }
 
-    @Test("journal is WAL")
+    @Test("journal is WAL; a new database gets the store's page size, one that exists keeps its own")
     func walMode() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
         let store = try Store.open(path: dir.file("k.sqlite"))
-        let mode = try await store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        let (mode, pageSize) = try await store.pool.read { db in
+            (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA page_size"))
+        }
         #expect(mode == "wal")
+        #expect(pageSize == Store.pageSize)
         await store.close()
+        // A database made with SQLite's default pages (as before this setting) keeps them.
+        let older = dir.file("older.sqlite")
+        try await DatabaseQueue(path: older).write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+        let reopened = try Store.open(path: older)
+        #expect(try await reopened.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4_096)
+        await reopened.close()
     }
 
     @Test("the writer's page cache is small below 1 GiB and large from there (SQLite walks it on commits below)")
