@@ -22,7 +22,8 @@ final class Checkpointer: Sendable {
     /// `maxQuietSeconds` if fewer were written: each checkpoint costs two fsyncs.
     static let eventsPerCheckpoint: UInt64 = 2_000
     static let maxQuietSeconds = 5.0
-    /// Start the WAL over once it holds this many frames (≈ 64 MiB, a second or two under load)…
+    /// Start the WAL over once it holds this many frames (32 MiB of 2 KiB pages, a second or two
+    /// under load)…
     static let restartFrames = 16_384
     /// …and a passive checkpoint has left about this many uncopied at most: the commit gate is held
     /// while they are copied. Passive checkpoints repeat, each shorter, until it is so.
