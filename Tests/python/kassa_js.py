@@ -246,11 +246,14 @@ def main(base, api_key):
 
             stage = "following an unknown session"
             # A session the gateway does not know: the upgrade is refused (the browser sees only 1006),
-            # kassa.js asks GET /v1/sessions/{id} why, and stops with the problem instead of retrying.
+            # kassa.js asks GET /v1/sessions/{id} why, and stops with the problem instead of retrying,
+            # even when that answer comes after the first retry was due.
             unknown = page.evaluate("""async (handle) => {
                 const sockets = [];
                 class Counting extends WebSocket { constructor(u, p) { super(u, p); sockets.push(u); } }
-                const s = new __t.kassa.KassaSession(handle, { WebSocket: Counting, backoff: { initialMs: 100 } });
+                // The check answers later than the first retry is due: the retry waits for it.
+                const slowFetch = (url, init) => new Promise((r) => setTimeout(r, 400)).then(() => fetch(url, init));
+                const s = new __t.kassa.KassaSession(handle, { WebSocket: Counting, fetch: slowFetch, backoff: { initialMs: 100 } });
                 const problems = [];
                 s.on("problem", (p) => problems.push(p.type));
                 s.connect();

@@ -231,7 +231,7 @@ export interface KassaSessionOptions {
   backoff?: { initialMs?: number; maxMs?: number };
   /** A `ping` after this long without a frame; a connection silent for another interval is given up. Default 25000; 0: off. */
   heartbeatMs?: number;
-  /** After a connection that never opened, ask `GET /v1/sessions/{id}` why, and stop on 401 or 404. Default true. */
+  /** After a connection that never opened, ask `GET /v1/sessions/{id}` why (at most 5 s), and stop on 401 or 404; the next try waits for the answer. Default true. */
   checkOnFailedOpen?: boolean;
   /** The WebSocket constructor. Default: globalThis.WebSocket. */
   WebSocket?: new (url: string, protocols?: string | string[]) => WebSocket;

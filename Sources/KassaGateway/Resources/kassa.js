@@ -62,6 +62,7 @@ export class KassaSession {
   #lastSeq;
   #attempt = 0; // failed connections since the last successful open: the backoff exponent
   #timer = null; // the pending reconnect
+  #checking = null; // the session check after a refused-looking open, while it is on its way
   #heartbeat = null;
   #heard = false; // a frame arrived since the last heartbeat tick
   #pinged = false;
@@ -364,17 +365,28 @@ export class KassaSession {
     const base = Math.min(this.#options.maxMs, this.#options.initialMs * 2 ** (this.#attempt - 1));
     const delayMs = Math.round(base * (0.5 + Math.random() * 0.5)); // jitter: clients cut off together do not return together
     this.#setState("reconnecting", { attempt: this.#attempt, delayMs, code, reason });
-    this.#timer = setTimeout(() => this.#openNow(), delayMs);
     // A refused upgrade (401, 404) reaches a browser as a bare 1006 before open; the session's
-    // own URL tells why, with the same token, and says whether trying again can help.
-    if (!wasOpen && this.#options.checkOnFailedOpen && this.#options.fetch) this.#checkSession();
+    // own URL tells why, with the same token, and says whether trying again can help. The next
+    // try waits for that answer too, so a refused session is tried once, however slow the check.
+    if (!wasOpen && this.#options.checkOnFailedOpen && this.#options.fetch) {
+      const checking = this.#checkSession().finally(() => { if (this.#checking === checking) this.#checking = null; });
+      this.#checking = checking;
+    }
+    this.#timer = setTimeout(() => {
+      if (!this.#checking) { this.#openNow(); return; }
+      const go = () => { if (this.#state === "reconnecting" && !this.#timer) this.#openNow(); };
+      this.#checking.then(go, go);
+      this.#timer = null;
+    }, delayMs);
   }
 
   async #checkSession() {
     let response;
     try {
+      // Bounded: the next try waits for this answer.
       response = await this.#options.fetch(`${this.baseUrl}/v1/sessions/${encodeURIComponent(this.id)}`,
-        { headers: { Authorization: `Bearer ${this.#token}` }, cache: "no-store", credentials: "omit" });
+        { headers: { Authorization: `Bearer ${this.#token}` }, cache: "no-store", credentials: "omit",
+          signal: typeof AbortSignal.timeout === "function" ? AbortSignal.timeout(5000) : undefined });
     } catch {
       return; // the network is down: keep trying
     }
