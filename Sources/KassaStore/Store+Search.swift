@@ -121,7 +121,7 @@ extension Store {
     @discardableResult
     public func deleteEvents(olderThanMs cutoff: Int64, endedPhases: [String]) async throws -> Int {
         let statements = Self.retentionDeletes(endedPhases: endedPhases)
-        return try await pool.write { db in
+        return try await gatedWrite { db in
             try db.execute(sql: statements.events, arguments: [cutoff])
             let deleted = db.changesCount
             try db.execute(sql: statements.sessions, arguments: StatementArguments([cutoff, cutoff]) + StatementArguments(endedPhases))
@@ -145,9 +145,22 @@ extension Store {
     /// Deletes the oldest `count` events.
     @discardableResult
     public func deleteOldestEvents(_ count: Int) async throws -> Int {
-        try await pool.write { db in
+        try await gatedWrite { db in
             try db.execute(sql: "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?)", arguments: [count])
             return db.changesCount
+        }
+    }
+
+    /// A write transaction behind the event log's commit gate, as the log's own commits are, so
+    /// the checkpointer can start the WAL over between a pass's deletes too (see `Checkpointer`).
+    /// The gate comes before the writer connection (as for the log), on a thread of Dispatch's,
+    /// not the Swift pool's.
+    private func gatedWrite<T: Sendable>(_ work: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let (pool, gate) = (pool, eventLog.commitGate)
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try gate.held { try pool.write(work) } })
+            }
         }
     }
 
