@@ -29,8 +29,6 @@ final class Checkpointer: Sendable {
     /// while they are copied. Passive checkpoints repeat, each shorter, until it is so.
     static let catchUpFrames = 256
     private let running = Atomic<Bool>(true)
-    /// About how many frames the last checkpoint left uncopied.
-    private let backlog = Atomic<Int>(0)
     private let stopped = DispatchSemaphore(value: 0)
     private let wake = DispatchSemaphore(value: 0)
 
@@ -49,9 +47,10 @@ final class Checkpointer: Sendable {
             var checkpointedAt: UInt64 = 0
             var quietSeconds = 0.0
             var lastFrames = 0
+            var backlog = 0 // about how many frames the last checkpoint left uncopied
             while running.load(ordering: .relaxed) {
                 // Behind (bulk deletes, a reader holding an old snapshot): copy again almost at once.
-                let behind = backlog.load(ordering: .relaxed) > Self.catchUpFrames
+                let behind = backlog > Self.catchUpFrames
                 let pause = behind ? Self.behindInterval : Self.interval
                 _ = wake.wait(timeout: .now() + pause)
                 guard running.load(ordering: .relaxed) else { break }
@@ -64,17 +63,17 @@ final class Checkpointer: Sendable {
                 quietSeconds = 0
                 // Failures (a full or read-only disk) show in the event log's writes; nothing to add here.
                 guard let (frames, copied) = Self.checkpoint(connection) else {
-                    backlog.store(0, ordering: .relaxed)
+                    backlog = 0
                     continue
                 }
                 // A checkpoint copies up to the WAL's end as it found it. What came since the last
                 // one began is about what this one left behind (all of it when the WAL started over).
                 let arrived = frames >= lastFrames ? frames - lastFrames : frames
                 lastFrames = frames
-                backlog.store(max(arrived, frames - copied), ordering: .relaxed)
+                backlog = max(arrived, frames - copied)
                 guard frames >= Self.restartFrames, arrived <= Self.catchUpFrames, frames == copied else { continue }
                 _ = gate.held { Self.checkpoint(connection) }
-                backlog.store(0, ordering: .relaxed)
+                backlog = 0
             }
             // Closed here, not whenever the thread's closure is released: the last connection
             // to close removes the WAL, and a stopped store leaves a tidy file behind.

@@ -252,6 +252,13 @@ public final class EventLog: Sendable {
     /// Events committed since the log was opened.
     public var writtenCount: UInt64 { queue.withLock { $0.written } }
 
+    /// A write transaction behind the commit gate. The gate is always taken before the writer
+    /// connection, by the log's commits and by other bulk writers alike, so the two never wait
+    /// on each other the other way round. Blocks: call it off the Swift pool.
+    func writeBehindGate<T: Sendable>(_ work: (Database) throws -> T) throws -> T {
+        try commitGate.held { try pool.write(work) }
+    }
+
     /// Events queued but not yet committed.
     public var pendingCount: Int { queue.withLock { $0.events.count } }
 
@@ -284,7 +291,7 @@ public final class EventLog: Sendable {
                     for observer in writeObservers.withLock({ $0 }) { observer(batch.count, seconds, ok) }
                 }
                 do {
-                    let ids = try commitGate.held { try pool.write { db -> [Int64] in
+                    let ids = try writeBehindGate { db -> [Int64] in
                         if began >= nextCacheCheck {
                             cacheKiB = try Store.sizeWriterCache(db, currentKiB: cacheKiB)
                             nextCacheCheck = began + .seconds(1)
@@ -297,7 +304,7 @@ public final class EventLog: Sendable {
                             ids.append(db.lastInsertedRowID)
                         }
                         return ids
-                    } }
+                    }
                     report(true)
                     let listening = observers.withLock { $0 }.filter { $0.isListening() }
                     if !listening.isEmpty {

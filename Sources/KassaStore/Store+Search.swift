@@ -153,13 +153,12 @@ extension Store {
 
     /// A write transaction behind the event log's commit gate, as the log's own commits are, so
     /// the checkpointer can start the WAL over between a pass's deletes too (see `Checkpointer`).
-    /// The gate comes before the writer connection (as for the log), on a thread of Dispatch's,
-    /// not the Swift pool's.
+    /// On a thread of Dispatch's, not the Swift pool's: it may wait for the gate.
     private func gatedWrite<T: Sendable>(_ work: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let (pool, gate) = (pool, eventLog.commitGate)
+        let eventLog = eventLog
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try gate.held { try pool.write(work) } })
+                continuation.resume(with: Result { try eventLog.writeBehindGate(work) })
             }
         }
     }

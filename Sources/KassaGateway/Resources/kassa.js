@@ -62,7 +62,6 @@ export class KassaSession {
   #lastSeq;
   #attempt = 0; // failed connections since the last successful open: the backoff exponent
   #timer = null; // the pending reconnect
-  #checking = null; // the session check after a refused-looking open, while it is on its way
   #heartbeat = null;
   #heard = false; // a frame arrived since the last heartbeat tick
   #pinged = false;
@@ -368,15 +367,12 @@ export class KassaSession {
     // A refused upgrade (401, 404) reaches a browser as a bare 1006 before open; the session's
     // own URL tells why, with the same token, and says whether trying again can help. The next
     // try waits for that answer too, so a refused session is tried once, however slow the check.
-    if (!wasOpen && this.#options.checkOnFailedOpen && this.#options.fetch) {
-      const checking = this.#checkSession().finally(() => { if (this.#checking === checking) this.#checking = null; });
-      this.#checking = checking;
-    }
+    const checked = !wasOpen && this.#options.checkOnFailedOpen && this.#options.fetch ? this.#checkSession() : null;
     this.#timer = setTimeout(() => {
-      if (!this.#checking) { this.#openNow(); return; }
-      const go = () => { if (this.#state === "reconnecting" && !this.#timer) this.#openNow(); };
-      this.#checking.then(go, go);
+      if (!checked) { this.#openNow(); return; }
       this.#timer = null;
+      const go = () => { if (this.#state === "reconnecting" && !this.#timer) this.#openNow(); };
+      checked.then(go, go);
     }, delayMs);
   }
 
