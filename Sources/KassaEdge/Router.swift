@@ -11,6 +11,8 @@ public struct PathPattern: Sendable, CustomStringConvertible {
 
     let segments: [Segment]
     let hasTrailingSlash: Bool
+    /// No parameters: the pattern matches its own text.
+    var isLiteral: Bool { !segments.contains { if case .parameter = $0 { true } else { false } } }
     public let description: String
 
     public init(_ pattern: String) {
@@ -80,27 +82,54 @@ public struct Route<App: Sendable>: Sendable {
     /// A bounded, stable name for logs and metrics.
     public let name: String
     public let handler: Handler
+    /// The same answer made without suspending, for a fixed document (the discovery document, a
+    /// page, a script): the edge's thread may answer it itself, with no task. Nil for the rest.
+    public let now: NowHandler?
+    public typealias NowHandler = @Sendable (App, RequestContext) throws -> HTTPResponse
 
     public init(_ method: HTTPMethod, _ pattern: String, _ name: String, _ handler: @escaping Handler) {
         self.method = method
         self.pattern = PathPattern(pattern)
         self.name = name
         self.handler = handler
+        self.now = nil
+    }
+
+    public init(_ method: HTTPMethod, _ pattern: String, _ name: String, now: @escaping NowHandler) {
+        self.method = method
+        self.pattern = PathPattern(pattern)
+        self.name = name
+        self.handler = { app, context in try now(app, context) }
+        self.now = now
     }
 }
 
 /// Finds the route for a request, telling "no such path" (404) from "path
 /// exists, other method" (405).
 public struct Router<App: Sendable>: Sendable {
-    public enum Match {
+    public enum Match: Sendable {
         case found(Route<App>, [String: String])
         case methodNotAllowed(allowed: [HTTPMethod])
         case notFound
     }
 
     public let routes: [Route<App>]
+    /// Routes without parameters by their path, looked up before the scan: most requests name one
+    /// exactly, and the scan splits the path and tries every pattern. Only routes the scan would
+    /// find first for their own path are here, so the lookup never answers differently.
+    private let exact: [String: [Route<App>]]
 
-    public init(_ routes: [Route<App>]) { self.routes = routes }
+    public init(_ routes: [Route<App>]) {
+        self.routes = routes
+        var exact: [String: [Route<App>]] = [:]
+        for route in routes where route.pattern.isLiteral {
+            let path = route.pattern.description
+            if case .found(let first, _) = Self.scan(routes, route.method, path), first.pattern.description == path {
+                exact[path, default: []].append(route)
+            }
+        }
+        self.exact = exact
+    }
 
     /// Runs the matching route, or answers 404 / 405 (with `Allow`) problems.
     public func respond(_ app: App, _ request: HTTPRequest, requestID: String, traceID: String = "") async -> (route: String, response: HTTPResponse) {
@@ -120,6 +149,15 @@ public struct Router<App: Sendable>: Sendable {
     }
 
     public func match(_ method: HTTPMethod, _ path: String) -> Match {
+        if let candidates = exact[path] {
+            if let route = candidates.first(where: { $0.method == method }) ?? candidates.first(where: { method == .HEAD && $0.method == .GET }) {
+                return .found(route, [:])
+            }
+        }
+        return Self.scan(routes, method, path)
+    }
+
+    private static func scan(_ routes: [Route<App>], _ method: HTTPMethod, _ path: String) -> Match {
         var allowed: [HTTPMethod] = []
         let path = PathPattern.RequestPath(path)
         for route in routes {

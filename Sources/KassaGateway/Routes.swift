@@ -5,14 +5,14 @@ extension Gateway {
     /// Every HTTP route the gateway serves, with who may call it, in one table.
     static let table: [(access: Access, route: Route<Gateway>)] = [
         // Merchant Backend API (seed 000)
-        (.merchantKey, Route(.GET, "/swedbank-pay-mobile/", "merchant.root") { g, c in try await g.merchant.root(c) }),
+        (.merchantKey, Route(.GET, "/swedbank-pay-mobile/", "merchant.root", now: { _, _ in MerchantAPI.rootDocument })),
         (.merchantKey, Route(.POST, "/swedbank-pay-mobile/consumers", "merchant.consumers") { g, c in try await g.merchant.consumers(c) }),
         (.merchantKey, Route(.POST, "/swedbank-pay-mobile/paymentorders", "merchant.paymentorders") { g, c in try await g.merchant.paymentOrders(c) }),
         (.merchantKey, Route(.PATCH, "/swedbank-pay-mobile/paymentorders/{id}/setInstrument", "merchant.setinstrument") { g, c in try await g.merchant.setInstrument(c) }),
         (.merchantKey, Route(.PATCH, "/swedbank-pay-mobile/patch", "merchant.patch") { g, c in try await g.merchant.patch(c) }),
         (.open, Route(.GET, "/swedbank-pay-mobile/sdk-callback/android-intent", "merchant.android-intent") { g, c in try g.merchant.androidIntent(c) }),
         (.open, Route(.GET, "/swedbank-pay-mobile/sdk-callback/ios-universal-link", "merchant.ios-universal-link") { g, c in try g.merchant.iosUniversalLink(c) }),
-        (.open, Route(.GET, "/.well-known/apple-app-site-association", "apple-app-site-association") { g, c in g.merchant.appleAppSiteAssociation(c) }),
+        (.open, Route(.GET, "/.well-known/apple-app-site-association", "apple-app-site-association", now: { g, c in g.merchant.appleAppSiteAssociation(c) })),
 
         // Sessions API (Kassa's own, versioned)
         (.apiKey, Route(.POST, "/v1/sessions", "sessions.create") { g, c in try await g.createSession(c) }),
@@ -33,32 +33,32 @@ extension Gateway {
         (.admin, Route(.GET, "/v1/admin/events", "admin.events") { g, c in try await g.support.events(c) }),
         (.admin, Route(.GET, "/v1/admin/sessions", "admin.sessions") { g, c in try await g.support.sessions(c) }),
         (.admin, Route(.GET, "/v1/admin/sessions/{id}/timeline", "admin.timeline") { g, c in try await g.support.timeline(c) }),
-        (.open, Route(.GET, "/admin/", "admin.page") { _, _ in .asset(Assets.adminHTML, contentType: "text/html; charset=utf-8") }),
-        (.open, Route(.GET, "/admin/admin.js", "admin.page") { _, _ in .asset(Assets.adminJS, contentType: "text/javascript; charset=utf-8") }),
-        (.open, Route(.GET, "/admin/admin.css", "admin.page") { _, _ in .asset(Assets.adminCSS, contentType: "text/css; charset=utf-8") }),
+        (.open, Route(.GET, "/admin/", "admin.page", now: { _, _ in .asset(Assets.adminHTML, contentType: "text/html; charset=utf-8") })),
+        (.open, Route(.GET, "/admin/admin.js", "admin.page", now: { _, _ in .asset(Assets.adminJS, contentType: "text/javascript; charset=utf-8") })),
+        (.open, Route(.GET, "/admin/admin.css", "admin.page", now: { _, _ in .asset(Assets.adminCSS, contentType: "text/css; charset=utf-8") })),
         // The WebSocket GET /v1/admin/stream (live events for the admin page) is accepted in Gateway+AdminStream.swift.
 
         // The host page of the payment menu (ShowPaymentMenu's url is a script, not a page)
         (.open, Route(.GET, "/menu/", "menu.page") { g, c in try g.paymentMenuPage(c) }),
-        (.open, Route(.GET, "/menu/menu.js", "menu.page") { _, _ in .asset(Assets.menuJS, contentType: "text/javascript; charset=utf-8") }),
+        (.open, Route(.GET, "/menu/menu.js", "menu.page", now: { _, _ in .asset(Assets.menuJS, contentType: "text/javascript; charset=utf-8") })),
 
         // The demo checkout page (a thin client to copy)
-        (.open, Route(.GET, "/demo/", "demo") { _, _ in
-            .asset(Assets.demoHTML, contentType: "text/html; charset=utf-8", policy: Assets.demoContentSecurityPolicy) }),
-        (.open, Route(.GET, "/demo/demo.js", "demo") { _, _ in .asset(Assets.demoJS, contentType: "text/javascript; charset=utf-8") }),
-        (.open, Route(.GET, "/demo/demo.css", "demo") { _, _ in .asset(Assets.demoCSS, contentType: "text/css; charset=utf-8") }),
+        (.open, Route(.GET, "/demo/", "demo", now: { _, _ in
+            .asset(Assets.demoHTML, contentType: "text/html; charset=utf-8", policy: Assets.demoContentSecurityPolicy) })),
+        (.open, Route(.GET, "/demo/demo.js", "demo", now: { _, _ in .asset(Assets.demoJS, contentType: "text/javascript; charset=utf-8") })),
+        (.open, Route(.GET, "/demo/demo.css", "demo", now: { _, _ in .asset(Assets.demoCSS, contentType: "text/css; charset=utf-8") })),
 
         // The client kit: the browser library, its types, and the stream's contract (CORS for --cors-origins)
-        (.open, Route(.GET, "/kassa.js", "client-kit") { _, _ in .asset(Assets.kassaJS, contentType: "text/javascript; charset=utf-8") }),
-        (.open, Route(.GET, "/kassa.d.ts", "client-kit") { _, _ in .asset(Assets.kassaTypes, contentType: "application/typescript; charset=utf-8") }),
-        (.open, Route(.GET, "/asyncapi.yaml", "client-kit") { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.asyncAPI) }),
+        (.open, Route(.GET, "/kassa.js", "client-kit", now: { _, _ in .asset(Assets.kassaJS, contentType: "text/javascript; charset=utf-8") })),
+        (.open, Route(.GET, "/kassa.d.ts", "client-kit", now: { _, _ in .asset(Assets.kassaTypes, contentType: "application/typescript; charset=utf-8") })),
+        (.open, Route(.GET, "/asyncapi.yaml", "client-kit", now: { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.asyncAPI) })),
 
         // Operations
-        (.open, Route(.GET, "/healthz", "health") { g, c in g.healthz(c) }),
+        (.open, Route(.GET, "/healthz", "health", now: { g, c in g.healthz(c) })),
         (.open, Route(.GET, "/readyz", "ready") { g, c in try await g.readyz(c) }),
         (.open, Route(.GET, "/metrics", "metrics") { g, c in g.metricsPage(c) }),
-        (.open, Route(.GET, "/v1/session-states", "session-states") { _, _ in .json(SessionStates.json) }),
-        (.open, Route(.GET, "/openapi.yaml", "openapi") { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.openAPI) }),
+        (.open, Route(.GET, "/v1/session-states", "session-states", now: { _, _ in .json(SessionStates.json) })),
+        (.open, Route(.GET, "/openapi.yaml", "openapi", now: { _, _ in HTTPResponse(status: 200, contentType: "application/yaml", body: Assets.openAPI) })),
     ]
 
     /// Who may call each route, by route name. Routes that share a name (a page and its script)

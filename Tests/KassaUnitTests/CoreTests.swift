@@ -241,6 +241,26 @@ struct RouterTests {
         #expect(PathPattern("/caf\u{E9}/{id}").match("/cafe\u{301}/1") == nil)
         #expect(PathPattern("/caf\u{E9}/{id}").match("/caf\u{E9}/1") == ["id": "1"])
     }
+
+    @Test("a path looked up whole answers as the scan would: table order, HEAD after GET, 405 for another method")
+    func exactPaths() {
+        let router = Router<Int>([
+            Route(.GET, "/v1/sessions/{id}", "by-id") { _, _ in .text("") },
+            Route(.GET, "/v1/sessions/states", "shadowed") { _, _ in .text("") },
+            Route(.POST, "/v1/sessions/states", "post-states") { _, _ in .text("") },
+            Route(.GET, "/kassa.js", "script") { _, _ in .text("") },
+        ])
+        func name(_ method: HTTPMethod, _ path: String) -> String? {
+            if case .found(let route, _) = router.match(method, path) { return route.name }
+            return nil
+        }
+        #expect(name(.GET, "/v1/sessions/states") == "by-id", "an earlier pattern that matches wins, as in the scan")
+        #expect(name(.POST, "/v1/sessions/states") == "post-states")
+        #expect(name(.GET, "/kassa.js") == "script" && name(.HEAD, "/kassa.js") == "script")
+        guard case .methodNotAllowed(let allowed) = router.match(.DELETE, "/kassa.js") else { Issue.record("expected 405"); return }
+        #expect(allowed == [.GET])
+        #expect(name(.GET, "//kassa.js") == "script", "the scan still reads a doubled slash")
+    }
 }
 
 @Suite("Core: tokens and hashes")

@@ -70,10 +70,8 @@ extension MerchantAPI {
     /// The root may be cached, and the links it names stay valid (seed 000; the sample answers
     /// with max-age=31536000: examples/node.js/routes/index.js). A day is enough to spare the
     /// SDKs a round trip per payment and short enough to move the links.
-    func root(_ context: RequestContext) async throws -> HTTPResponse {
-        .json(["consumers": "/swedbank-pay-mobile/consumers", "paymentorders": "/swedbank-pay-mobile/paymentorders"],
-              headers: [("cache-control", "public, max-age=86400")])
-    }
+    static let rootDocument = HTTPResponse.json(["consumers": "/swedbank-pay-mobile/consumers", "paymentorders": "/swedbank-pay-mobile/paymentorders"],
+                                                headers: [("cache-control", "public, max-age=86400")])
 
     func consumers(_ context: RequestContext) async throws -> HTTPResponse {
         var input = try input(context)

@@ -45,14 +45,16 @@ public struct CrossOrigin: Middleware {
         name == Self.clientKitRoute || access(name) == .clientToken
     }
 
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+    func enter(_ exchange: Exchange) throws -> HTTPResponse? {
         let request = exchange.request
-        guard let origin = request.headers["origin"] else { return try await next(exchange) }
-        if request.method == .OPTIONS, let wanted = request.headers["access-control-request-method"] {
-            return preflight(request, origin: origin, method: wanted)
-        }
-        var response = try await next(exchange)
-        guard isClientRoute(exchange.routeName) else { return response }
+        guard let origin = request.headers["origin"], request.method == .OPTIONS,
+              let wanted = request.headers["access-control-request-method"] else { return nil }
+        return preflight(request, origin: origin, method: wanted)
+    }
+
+    func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse {
+        var response = try outcome.get()
+        guard let origin = exchange.request.headers["origin"], isClientRoute(exchange.routeName) else { return response }
         response.headers.append(("vary", "origin"))
         if let origin = Self.normalized(origin), allowed.contains(origin) {
             response.headers.append(("access-control-allow-origin", origin))

@@ -5,22 +5,20 @@ import KassaStore
 import Logging
 import Synchronization
 
-/// Times the request, counts it, logs it, and writes it to the event log (probes excepted);
-/// stamps `x-request-id` on every answer and empties the body of a HEAD.
+/// Times the request, counts it, logs it, and writes it to the event log (probes excepted, and
+/// fixed documents unless refused); stamps `x-request-id` on every answer and empties the body of a HEAD.
 struct AccessLog: Middleware {
     let metrics: KassaMetrics
     let eventLog: EventLog
     let clock: any WallClock
     let logger: Logger
 
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
-        let started = ContinuousClock.now
+    func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse {
+        var response = try outcome.get()
         let request = exchange.request
-        var response = try await next(exchange)
         response.headers.append(("x-request-id", exchange.requestID))
         if request.method == .HEAD { response.body = [] }
-        let elapsed = started.duration(to: .now)
-        let ms = elapsed.inMilliseconds
+        let ms = exchange.started.duration(to: .now).inMilliseconds
         let routeName = exchange.routeName
         metrics.httpRequest(route: routeName, status: response.status, seconds: ms / 1000)
         if logger.logLevel <= .debug {   // the metadata is built only for a line that is written
@@ -28,7 +26,10 @@ struct AccessLog: Middleware {
             if let spanID = exchange.spanID { metadata["span_id"] = "\(spanID)" }
             logger.debug("\(request.method.rawValue) \(request.path) \(response.status)", metadata: metadata)
         }
-        if routeName != "health" {
+        // A fixed document (the discovery document, a page, a script) concerns no payment: support
+        // reads its count in the metrics, and the event log keeps only its refusals (a wrong key).
+        let fixedDocument = exchange.match?.route.now != nil
+        if routeName != "health", !fixedDocument || response.status >= 400 {
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: exchange.sessionID,
                 kind: "http.request", level: response.status >= 500 ? .error : .info,
@@ -47,10 +48,10 @@ struct ProblemRendering: Middleware {
     let metrics: KassaMetrics
     let logger: Logger
 
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
-        do {
-            return try await next(exchange)
-        } catch {
+    func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse {
+        switch outcome {
+        case .success(let response): return response
+        case .failure(let error):
             if !ProblemError.isProblem(error) {
                 var metadata: Logger.Metadata = ["request_id": "\(exchange.requestID)", "trace_id": "\(exchange.traceID)", "error": "\(error)"]
                 if let spanID = exchange.spanID { metadata["span_id"] = "\(spanID)" }
@@ -89,22 +90,26 @@ final class Throttle: Middleware {
         failuresPerCredential = failures > 0 ? Mutex(RateLimiter(ratePerSecond: failures / 60, burst: failures)) : nil
     }
 
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+    func enter(_ exchange: Exchange) throws -> HTTPResponse? {
         let request = exchange.request
-        guard request.path != "/healthz", request.path != "/readyz", request.path != "/metrics" else { return try await next(exchange) }
+        guard !Self.isProbe(request.path) else { return nil }
         if let refused = refusal(address: request.remoteAddress, apiKey: request.headers[MerchantAPI.apiKeyHeader]) {
             exchange.routeName = "rate-limited"
             throw refused
         }
-        do {
-            return try await next(exchange)
-        } catch {
-            guard let blocked = afterAnswer(ProblemError(answering: error).problem.status, address: request.remoteAddress,
-                                            path: request.path, headers: request.headers) else { throw error }
-            exchange.routeName = "rate-limited"
-            throw blocked
-        }
+        return nil
     }
+
+    func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse {
+        let request = exchange.request
+        guard case .failure(let error) = outcome, !Self.isProbe(request.path) else { return try outcome.get() }
+        guard let blocked = afterAnswer(ProblemError(answering: error).problem.status, address: request.remoteAddress,
+                                        path: request.path, headers: request.headers) else { throw error }
+        exchange.routeName = "rate-limited"
+        throw blocked
+    }
+
+    static func isProbe(_ path: String) -> Bool { path == "/healthz" || path == "/readyz" || path == "/metrics" }
 
     /// After an answer: a 401 is a failed authentication, recorded; the 429 to send instead when
     /// the address or the credential has no failure left.
@@ -159,11 +164,10 @@ final class Throttle: Middleware {
     }
 }
 
-/// Finds the route (404, or 405 with `Allow`, when there is none), so the links after it know it.
+/// Lets a request with a route on (404, or 405 with `Allow`, when there is none), so the links after it know it.
 /// A body must be JSON (`application/json`, `application/…+json`, or no type), else 415; only the issuer's
 /// 3-D Secure notification takes a form.
 struct Routing: Middleware {
-    let router: Router<Gateway>
     static let formRoutes: Set<String> = ["sessions.3ds-notification"]
 
     /// A missing type is taken as JSON (clients built on the SDKs' samples leave it out); a named
@@ -174,9 +178,9 @@ struct Routing: Middleware {
         return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
     }
 
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+    func enter(_ exchange: Exchange) throws -> HTTPResponse? {
         let request = exchange.request
-        switch router.match(request.method, request.path) {
+        switch exchange.routing {
         case .found(let route, let parameters):
             exchange.routeName = route.name
             exchange.match = (route, parameters)
@@ -184,7 +188,7 @@ struct Routing: Middleware {
                 throw Problem.kassa("unsupported-media-type", "Unsupported Media Type", 415,
                                     detail: "send the body as application/json, not \(request.headers["content-type"] ?? "")")
             }
-            return try await next(exchange)
+            return nil
         case .methodNotAllowed(let allowed):
             let list = allowed.map(\.rawValue).joined(separator: ", ")
             throw ProblemError(.methodNotAllowed("\(request.method.rawValue) is not allowed on \(request.path); allowed: \(list)"),
@@ -218,7 +222,7 @@ struct Authentication: Middleware {
     let adminToken: String
     let access: @Sendable (String) -> Access
 
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+    func enter(_ exchange: Exchange) throws -> HTTPResponse? {
         let request = exchange.request
         switch access(exchange.routeName) {
         case .open, .clientToken: break
@@ -231,7 +235,7 @@ struct Authentication: Middleware {
                 throw Gateway.unauthorized("the admin token is required (Authorization: Bearer)")
             }
         }
-        return try await next(exchange)
+        return nil
     }
 
     /// The admin token as bearer header or `?token=` (the admin page's stream), compared in constant time.

@@ -12,6 +12,8 @@ final class Exchange: Sendable {
     /// The request's server span (a no-op one with tracing off), and its id for log lines (nil when off).
     let span: any Span
     let spanID: String?
+    /// When the gateway took the request, for its duration in the access log.
+    let started = ContinuousClock.now
     private let notes = Mutex<(routeName: String, sessionID: String?)>(("unmatched", nil))
     /// The route routing found, with its path parameters.
     private let found = Mutex<(route: Route<Gateway>, parameters: [String: String])?>(nil)
@@ -21,8 +23,12 @@ final class Exchange: Sendable {
         set { found.withLock { $0 = newValue } }
     }
 
-    init(request: HTTPRequest, requestID: String, traceID: String, span: any Span, spanID: String?) {
+    /// What the route table holds for the request's method and path, looked up once.
+    let routing: Router<Gateway>.Match
+
+    init(request: HTTPRequest, routing: Router<Gateway>.Match, requestID: String, traceID: String, span: any Span, spanID: String?) {
         self.request = request
+        self.routing = routing
         self.requestID = requestID
         self.traceID = traceID
         self.span = span
@@ -45,22 +51,59 @@ final class Exchange: Sendable {
     @TaskLocal static var current: Exchange?
 }
 
-/// A link of the chain: does its part, then calls `next` (or answers, or throws, itself).
+/// A link of the chain, in two halves around the links inside it: `enter` lets the request on
+/// (nil), answers it, or throws; `leave` sees what came back from inside (an answer or an error)
+/// and passes on an answer or throws. A link that answered or threw in `enter` is not left: its
+/// outer links see its outcome. Two halves rather than one call around `next`, so the same links
+/// run in a task and, for fixed documents, on the edge's thread without one.
 protocol Middleware: Sendable {
-    func handle(_ exchange: Exchange, next: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse
+    func enter(_ exchange: Exchange) throws -> HTTPResponse?
+    func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse
 }
 
-/// The links in order, outermost first; `innermost` runs after the last.
+extension Middleware {
+    func enter(_ exchange: Exchange) throws -> HTTPResponse? { nil }
+    func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse { try outcome.get() }
+}
+
+/// The links in order, outermost first; the route's handler runs after the last.
 struct MiddlewareChain: Sendable {
     let links: [any Middleware]
 
-    func run(_ exchange: Exchange, innermost: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
-        try await run(from: 0, exchange, innermost)
+    func run(_ exchange: Exchange, innermost: (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let (entered, early) = enter(exchange)
+        let outcome: Result<HTTPResponse, any Error>
+        if let early { outcome = early } else {
+            do { outcome = .success(try await innermost(exchange)) } catch { outcome = .failure(error) }
+        }
+        return try leave(exchange, entered: entered, outcome).get()
     }
 
-    private func run(from index: Int, _ exchange: Exchange,
-                     _ innermost: @Sendable (Exchange) async throws -> HTTPResponse) async throws -> HTTPResponse {
-        guard index < links.count else { return try await innermost(exchange) }
-        return try await links[index].handle(exchange) { try await run(from: index + 1, $0, innermost) }
+    /// The same, with a handler that does not suspend.
+    func runNow(_ exchange: Exchange, innermost: (Exchange) throws -> HTTPResponse) throws -> HTTPResponse {
+        let (entered, early) = enter(exchange)
+        let outcome = early ?? Result { try innermost(exchange) }
+        return try leave(exchange, entered: entered, outcome).get()
+    }
+
+    /// Enters the links until one answers or throws: how many let the request on, and that outcome.
+    private func enter(_ exchange: Exchange) -> (entered: Int, early: Result<HTTPResponse, any Error>?) {
+        for (index, link) in links.enumerated() {
+            do {
+                if let answer = try link.enter(exchange) { return (index, .success(answer)) }
+            } catch {
+                return (index, .failure(error))
+            }
+        }
+        return (links.count, nil)
+    }
+
+    /// Leaves the entered links, innermost first.
+    private func leave(_ exchange: Exchange, entered: Int, _ outcome: Result<HTTPResponse, any Error>) -> Result<HTTPResponse, any Error> {
+        var outcome = outcome
+        for link in links[..<entered].reversed() {
+            do { outcome = .success(try link.leave(exchange, outcome)) } catch { outcome = .failure(error) }
+        }
+        return outcome
     }
 }
