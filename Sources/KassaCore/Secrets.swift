@@ -9,19 +9,24 @@ public enum Secrets {
 
     /// `bytes` bytes drawn eight at a time from `next`, as lower-case hex.
     static func hex(bytes: Int, _ next: () -> UInt64) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes * 2 + 16)
-        while out.count < bytes * 2 {
-            var word = next()
-            for _ in 0..<8 {
-                out.append(digits[Int(word >> 4 & 0xF)])
-                out.append(digits[Int(word & 0xF)])
-                word >>= 8
+        // Written into the string's own storage: one allocation (a request id is made per request).
+        let count = max(bytes, 0) * 2
+        return String(unsafeUninitializedCapacity: count) { out in
+            var written = 0
+            while written < count {
+                var word = next()
+                for _ in 0..<8 where written < count {
+                    out[written] = hexDigit(UInt8(truncatingIfNeeded: word >> 4) & 0xF)
+                    out[written + 1] = hexDigit(UInt8(truncatingIfNeeded: word) & 0xF)
+                    written += 2
+                    word >>= 8
+                }
             }
+            return count
         }
-        return String(decoding: out.prefix(bytes * 2), as: UTF8.self)
     }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10 }
 
     /// Compares without an early exit, so the time taken does not tell how
     /// much of a guess was right. Only the length may leak.

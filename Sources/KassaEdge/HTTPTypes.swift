@@ -23,7 +23,8 @@ public struct HTTPHeaders: Sendable, Sequence {
     }
 
     public subscript(name: String) -> String? {
-        let lower = name.lowercased()
+        // Callers mostly ask in lower case already: lower-casing copies the name.
+        let lower = name.utf8.contains { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? name.lowercased() : name
         return fields.first(where: { $0.name == lower })?.value
     }
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One HTTP route, two builds, alternating: wrk (2 threads, 64 connections, 10 s) against each
+# build's gateway in turn, the gateway pinned to CPU 1 and wrk and the canned upstream to CPU 0.
+# Prints one line a run (answers a second, the gateway's CPU seconds, µs of gateway CPU an
+# answer), then each side's mean.
+# Usage: bench/httpab.sh BIN_A BIN_B [pairs] [path]
+#   (default 2 pairs, /swedbank-pay-mobile/ with the bench API key; installs wrk if missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: bench/httpab.sh BIN_A BIN_B [pairs] [path]" >&2; exit 2; }
+a=$1 b=$2 pairs=${3:-2} path=${4:-/swedbank-pay-mobile/}
+dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; } >&2
+out=$(mktemp -d)
+pids=()
+trap 'kill ${pids[@]} 2>/dev/null || true; rm -rf "$out"' EXIT
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+run() {  # side binary
+  local side=$1 bin=$2
+  local sim_port=$((20000 + RANDOM % 10000)); local port=$((sim_port + 1))
+  taskset -c 0 "$bin" sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 & local sim=$!
+  taskset -c 1 "$bin" serve --listen "127.0.0.1:$port" --db "$out/$side.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
+    --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning \
+    --max-connections-per-address 100000 --max-half-open-per-address 4096 --max-half-open 4096 >"$out/serve.log" 2>&1 & local gw=$!
+  pids=($sim $gw)
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  local before; before=$(cpu_ticks $gw)
+  local rps; rps=$(taskset -c 0 wrk -t2 -c64 -d10s -H "Your-Api-Key: bench-key" "http://127.0.0.1:$port$path" | awk '/Requests\/sec/ {print $2}')
+  local ticks=$(( $(cpu_ticks $gw) - before ))
+  kill $gw $sim; wait $gw $sim 2>/dev/null || true
+  rm -f "$out/$side".sqlite*
+  python3 -c "import sys; rps, t, hz = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]); \
+print(f'{sys.argv[1]} {rps:10.0f} {t / hz:7.2f} {t / hz * 1e6 / (rps * 10):8.2f}')" "$side" "$rps" "$ticks" "$(getconf CLK_TCK)" | tee -a "$out/runs"
+}
+
+echo "side  answers/s   cpu s  µs/answer"
+for _ in $(seq "$pairs"); do run A "$a"; run B "$b"; done
+awk '{n[$1]++; r[$1]+=$2; u[$1]+=$4} END {for (s in n) printf "%s mean %10.0f answers/s %8.2f µs/answer\n", s, r[s]/n[s], u[s]/n[s]}' "$out/runs" | sort
