@@ -54,9 +54,14 @@ io() { awk '/^(wchar|syscw):/ {printf "%s ", $2}' "/proc/$gw/io"; }
 threads >"$out/threads.start"; switches_start=$(switches); io_start=$(io)
 gw_cpu_start=$(cpu_ticks /proc/$gw); sim_cpu_start=$(cpu_ticks /proc/$sim)
 rss() { awk '/VmRSS/ {print $2}' "/proc/$gw/status"; }
-echo "t,rssKiB,fds" >"$out/samples.csv"
+# Every 10 s also SQLite's own memory (its page caches, bounded) from /metrics, so a soak can
+# tell a cache filling up from a leak; empty in the other seconds.
+sqlite_kib() { curl -s --max-time 1 "http://127.0.0.1:$gw_port/metrics" | awk '/^kassa_sqlite_memory_bytes / {printf "%d", $2 / 1024}'; }
+echo "t,rssKiB,fds,sqliteKiB" >"$out/samples.csv"
 start_rss=$(rss)
-( t=0; while kill -0 $gw 2>/dev/null; do echo "$t,$(rss),$(ls /proc/$gw/fd | wc -l)" >>"$out/samples.csv"; sleep 1; t=$((t + 1)); done ) &
+( t=0; while kill -0 $gw 2>/dev/null; do
+    echo "$t,$(rss),$(ls /proc/$gw/fd | wc -l),$( [ $((t % 10)) = 0 ] && sqlite_kib )" >>"$out/samples.csv"; sleep 1; t=$((t + 1))
+  done ) &
 sampler=$!
 allocs_pid=
 if [ "${KASSA_BENCH_ALLOCS:-0}" = 1 ]; then

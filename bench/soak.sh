@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The soak: bench/scenarios/soak.json (10 minutes of the mixed flows) through bench/load.sh,
-# then per minute: the gateway's peak RSS and open files, flows/s, and the worst and median
+# then per minute: the gateway's peak RSS and open files, SQLite's memory (page caches), flows/s, and the worst and median
 # of each second's push p99; then the RSS and descriptor trend (least-squares slope and
 # first-to-last difference) over the minutes after a three-minute warm-up (the 120 s window
 # of waiting sessions filled, the SQLite page cache grown) to the last full minute.
@@ -33,7 +33,11 @@ fi
 python3 - "$out" <<'PY'
 import csv, json, statistics, sys
 out = sys.argv[1]
-rows = [(int(r["t"]), int(r["rssKiB"]), int(r["fds"])) for r in csv.DictReader(open(out + "/samples.csv"))]
+samples = list(csv.DictReader(open(out + "/samples.csv")))
+rows = [(int(r["t"]), int(r["rssKiB"]), int(r["fds"])) for r in samples]
+sqlite = {}   # minute -> SQLite's memory (KiB) at its last sample, where load.sh took it
+for r in samples:
+    if r.get("sqliteKiB"): sqlite[int(r["t"]) // 60] = int(r["sqliteKiB"])
 report = json.load(open(out + "/report.json"))
 minutes, seconds = {}, {}
 for t, rss, fds in rows:
@@ -46,14 +50,19 @@ for m in sorted(seconds):
     samples = minutes.get(m, [(0, 0)])
     p99s = [l["pushP99Ms"] for l in lines if l.get("pushP99Ms") is not None]
     table.append({"minute": m + 1, "rssKiB": max(r for r, _ in samples), "fds": max(f for _, f in samples),
+                  "sqliteKiB": sqlite.get(m),
                   "flowsPerSecond": round(sum(l["flowsPerSecond"] for l in lines) / len(lines)),
                   "failed": lines[-1]["failed"],
                   "pushP99MsMedianSecond": round(statistics.median(p99s), 2) if p99s else None,
                   "pushP99MsWorstSecond": max(p99s) if p99s else None})
 for row in table: print(json.dumps(row))
 warm = [r for r in table if r["minute"] > 3 and len(seconds[r["minute"] - 1]) >= 55]
+for r in warm:
+    if r["sqliteKiB"] is not None: r["rssWithoutSQLiteKiB"] = r["rssKiB"] - r["sqliteKiB"]
 def slope(key):
-    xs = [r["minute"] for r in warm]; ys = [r[key] for r in warm]
+    points = [(r["minute"], r[key]) for r in warm if r.get(key) is not None]
+    if len(points) < 3: return None
+    xs = [x for x, _ in points]; ys = [y for _, y in points]
     mx, my = statistics.mean(xs), statistics.mean(ys)
     return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs), 1)
 p99s = [l["pushP99Ms"] for l in report["timeline"] if l.get("pushP99Ms") is not None]
@@ -68,6 +77,7 @@ if len(warm) >= 3:
     first, last = warm[0], warm[-1]
     print(json.dumps({"fromMinute": first["minute"], "toMinute": last["minute"],
                       "rssKiBPerMinuteSlope": slope("rssKiB"), "rssChangeKiB": last["rssKiB"] - first["rssKiB"],
+                      "sqliteKiBPerMinuteSlope": slope("sqliteKiB"), "rssWithoutSQLiteKiBPerMinuteSlope": slope("rssWithoutSQLiteKiB"),
                       "fdsPerMinuteSlope": slope("fds"), "fdsChange": last["fds"] - first["fds"],
                       "failedTotal": report["failedTotal"], "protocolErrors": report["protocolErrors"],
                       "connectionErrors": report["connectionErrors"]}))
