@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,5 +24,30 @@ extension Thread {
         defer { close(fd) }
         let bytes = Array(name.utf8.prefix(15))
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+/// One long-lived named thread that runs jobs in order: for blocking work that should not hold
+/// a Swift pool thread and should not land on a different Dispatch thread each time (glibc gives
+/// each new thread's allocations an arena of their own, and a SQLite connection used from many
+/// threads scatters its page cache over them: the resident memory then creeps up).
+public final class SerialThread: Sendable {
+    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let wake = DispatchSemaphore(value: 0)
+
+    public init(name: String) {
+        // The thread holds the object, so it lives as long as the process: make it once (a static).
+        Thread.named(name) { [self] in
+            while true {
+                wake.wait()
+                let job = jobs.withLock { $0.removeFirst() }
+                job()
+            }
+        }.start()
+    }
+
+    public func async(_ job: @escaping @Sendable () -> Void) {
+        jobs.withLock { $0.append(job) }
+        wake.signal()
     }
 }
