@@ -62,7 +62,9 @@ struct VirtualClient {
         } catch {
             await reader.close()
             for observer in observers { await observer.close() }
-            throw error
+            var failure = error
+            failure.session = session.id
+            throw failure
         }
         await reader.close()
         for observer in observers { await observer.close() }

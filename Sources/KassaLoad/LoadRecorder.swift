@@ -10,6 +10,7 @@ final class LoadRecorder: Sendable {
         var completed: [String: Int] = [:]
         var failed: [String: Int] = [:]
         var failedByFlow: [String: Int] = [:]
+        var failureSamples: [JSONValue] = []
         var connectionErrors = 0
         var protocolErrors = 0
         var framesReceived = 0
@@ -61,12 +62,21 @@ final class LoadRecorder: Sendable {
 
     func notStarted(_ count: Int) { state.withLock { $0.notStarted += count } }
 
-    func flowEnded(_ flow: Scenario.Flow, failure: String?) {
+    /// The first failures are kept whole in the report (`failureSamples`), session id included.
+    static let failureSampleLimit = 20
+
+    func flowEnded(_ flow: Scenario.Flow, failure: FlowFailure?) {
         state.withLock { s in
             s.activeFlows -= 1
             if let failure {
-                s.failed[failure, default: 0] += 1
+                s.failed[failure.reason, default: 0] += 1
                 s.failedByFlow[flow.rawValue, default: 0] += 1
+                if s.failureSamples.count < Self.failureSampleLimit {
+                    var sample: [String: JSONValue] = ["flow": .string(flow.rawValue), "reason": .string(failure.reason)]
+                    if let session = failure.session { sample["session"] = .string(session) }
+                    if let detail = failure.detail { sample["detail"] = .string(detail) }
+                    s.failureSamples.append(.object(sample))
+                }
             } else {
                 s.completed[flow.rawValue, default: 0] += 1
             }
@@ -146,6 +156,7 @@ final class LoadRecorder: Sendable {
                 "failedTotal": .number(Double(failedTotal)),
                 "completedByFlow": .object(s.completed.mapValues { .number(Double($0)) }),
                 "failedByFlow": .object(s.failedByFlow.mapValues { .number(Double($0)) }),
+                "failureSamples": .array(s.failureSamples),
                 "flowsPerSecond": .number((Double(completed) / seconds * 10).rounded() / 10),
                 "connectionErrors": .number(Double(s.connectionErrors)),
                 "protocolErrors": .number(Double(s.protocolErrors)),

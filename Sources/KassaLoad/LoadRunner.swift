@@ -137,7 +137,7 @@ public final class LoadRunner: Sendable {
             }
             recorder.flowEnded(flow, failure: nil)
         } catch {
-            recorder.flowEnded(flow, failure: error.reason)
+            recorder.flowEnded(flow, failure: error)
         }
     }
 

@@ -5,8 +5,13 @@ import Synchronization
 
 /// Why a flow failed: a short reason from a bounded set, the key of the report's `failed`.
 struct FlowFailure: Error {
+    /// What went wrong, the same for every flow it happens to (the report counts by it).
     let reason: String
-    init(_ reason: String) { self.reason = reason }
+    /// This flow's particulars (the seq expected and the one read), for the report's samples.
+    var detail: String?
+    /// The session the flow was on, once it had one: its events are in the gateway's log.
+    var session: String?
+    init(_ reason: String, detail: String? = nil) { self.reason = reason; self.detail = detail }
 }
 
 /// Reads one session stream and checks every frame: pushes belong to the session,
@@ -143,8 +148,9 @@ final class StreamReader: @unchecked Sendable {
             let seq = event.seq
             recorder.frame(push: true)
             guard event.session == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
-            if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq") }
-            if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq") }
+            let read = "seq \(seq) (\(event.type)) after seq \(lastSeq)"
+            if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq", detail: read) }
+            if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq", detail: read) }
             lastSeq = seq
             if let at = Timestamp.parseISO8601Microseconds(event.at) {
                 // A live push's `at` has microseconds (a replay's only milliseconds, but replays are not timed).

@@ -81,6 +81,12 @@ struct LoadTests {
         #expect(status == 2)
         #expect(report["completed"]?.intValue == 0)
         #expect(report["failed"]?["unexpected SdkProblemOccurred while waiting for PaymentSessionComplete"]?.intValue == 2)
+        // Each failure is also kept whole, with the session it was on, to find in the event log.
+        let samples = report["failureSamples"]?.arrayValue ?? []
+        #expect(samples.count == 2 && samples.allSatisfy { $0["flow"]?.stringValue == "swish" })
+        let sessions = Set(samples.compactMap { $0["session"]?.stringValue })
+        #expect(sessions.count == 2, "\(samples)")
+        for id in sessions { #expect(try t.node.store.session(id: id) != nil, "a session the gateway holds: \(id)") }
         await t.stop()
     }
 
