@@ -134,9 +134,9 @@ public final class Gateway: EdgeHandler {
     // MARK: HTTP
 
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
-        let (exchange, span) = begin(request, routing: router.match(request.method, request.path))
+        let exchange = begin(request, routing: router.match(request.method, request.path))
         let response = await Exchange.$current.withValue(exchange) {
-            await ServiceContext.withValue(span.context) {
+            await ServiceContext.withValue(exchange.span.context) {
                 do {
                     return try await chain.run(exchange) { exchange in
                         let route = try route(of: exchange)
@@ -148,7 +148,7 @@ public final class Gateway: EdgeHandler {
                 }
             }
         }
-        telemetry.end(request: span, method: request.method, route: exchange.match?.route.pattern.description, status: response.status)
+        telemetry.end(request: exchange.span, method: request.method, route: exchange.match?.route.pattern.description, status: response.status)
         return response
     }
 
@@ -157,27 +157,24 @@ public final class Gateway: EdgeHandler {
     /// Everything else, and everything while tracing is on (its spans want the task's context), goes to `respond`.
     public func respondNow(to request: HTTPRequest) -> HTTPResponse? {
         let routing = router.match(request.method, request.path)
-        guard !telemetry.isOn, case .found(let found, _) = routing, found.now != nil else { return nil }
-        let (exchange, _) = begin(request, routing: routing)
+        guard !telemetry.isOn, case .found(let route, _) = routing, let now = route.now else { return nil }
+        let exchange = begin(request, routing: routing)
         do {
-            return try chain.runNow(exchange) { exchange in
-                let route = try route(of: exchange)
-                guard let now = route.now else { throw Problem.notFound("no route for \(exchange.request.path)") }
-                return try now(self, context(of: exchange, route))
-            }
+            // The handler runs only once Routing has let the request on, with this same route.
+            return try chain.runNow(exchange) { try now(self, context(of: $0, route)) }
         } catch {
             return .problem(for: error)
         }
     }
 
     /// A request's exchange: its request id (the caller's, when safe to echo), span and trace.
-    private func begin(_ request: HTTPRequest, routing: Router<Gateway>.Match) -> (Exchange, any Span) {
+    private func begin(_ request: HTTPRequest, routing: Router<Gateway>.Match) -> Exchange {
         let requestID = request.headers["x-request-id"].flatMap { Self.isSafeToken($0) ? $0 : nil } ?? UniqueID.hex(bytes: 8)
         let span = telemetry.requestSpan(request, tls: configuration.edgeServesTLS)
         // With tracing on, the span's trace (the caller's, or one the tracer began) is the request's.
         let ids = telemetry.ids(span.context)
         let traceID = ids?.traceID ?? TraceContext.traceID(fromTraceparent: request.headers["traceparent"]) ?? TraceContext.newTraceID()
-        return (Exchange(request: request, routing: routing, requestID: requestID, traceID: traceID, span: span, spanID: ids?.spanID), span)
+        return Exchange(request: request, routing: routing, requestID: requestID, traceID: traceID, span: span, spanID: ids?.spanID)
     }
 
     /// The route routing found, once the links have let the request through.
@@ -203,6 +200,9 @@ public final class Gateway: EdgeHandler {
                                                 refusedConnections: edge?.refusedConnections ?? 0,
                                                 evictedHalfOpen: edge?.evictedHalfOpenConnections ?? 0).utf8))
     }
+
+    /// Probes and scrapes: never rate-limited, never traced.
+    static let probePaths: Set<String> = ["/healthz", "/readyz", "/metrics"]
 
     func healthz(_ context: RequestContext) -> HTTPResponse {
         .json(["status": "ok"])

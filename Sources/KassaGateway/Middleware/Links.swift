@@ -92,7 +92,7 @@ final class Throttle: Middleware {
 
     func enter(_ exchange: Exchange) throws -> HTTPResponse? {
         let request = exchange.request
-        guard !Self.isProbe(request.path) else { return nil }
+        guard !Gateway.probePaths.contains(request.path) else { return nil }
         if let refused = refusal(address: request.remoteAddress, apiKey: request.headers[MerchantAPI.apiKeyHeader]) {
             exchange.routeName = "rate-limited"
             throw refused
@@ -102,14 +102,12 @@ final class Throttle: Middleware {
 
     func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse {
         let request = exchange.request
-        guard case .failure(let error) = outcome, !Self.isProbe(request.path) else { return try outcome.get() }
+        guard case .failure(let error) = outcome, !Gateway.probePaths.contains(request.path) else { return try outcome.get() }
         guard let blocked = afterAnswer(ProblemError(answering: error).problem.status, address: request.remoteAddress,
                                         path: request.path, headers: request.headers) else { throw error }
         exchange.routeName = "rate-limited"
         throw blocked
     }
-
-    static func isProbe(_ path: String) -> Bool { path == "/healthz" || path == "/readyz" || path == "/metrics" }
 
     /// After an answer: a 401 is a failed authentication, recorded; the 429 to send instead when
     /// the address or the credential has no failure left.
