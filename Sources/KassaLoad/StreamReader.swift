@@ -148,9 +148,11 @@ final class StreamReader: @unchecked Sendable {
             let seq = event.seq
             recorder.frame(push: true)
             guard event.session == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
-            let read = "seq \(seq) (\(event.type)) after seq \(lastSeq)"
-            if seq <= lastSeq { recorder.protocolError(); throw FlowFailure("protocol: duplicate or old seq", detail: read) }
-            if seq > lastSeq + 1 { recorder.protocolError(); throw FlowFailure("protocol: gap in seq", detail: read) }
+            if seq != lastSeq + 1 {
+                recorder.protocolError()
+                throw FlowFailure(seq <= lastSeq ? "protocol: duplicate or old seq" : "protocol: gap in seq",
+                                  detail: "seq \(seq) (\(event.type)) after seq \(lastSeq)")
+            }
             lastSeq = seq
             if let at = Timestamp.parseISO8601Microseconds(event.at) {
                 // A live push's `at` has microseconds (a replay's only milliseconds, but replays are not timed).
