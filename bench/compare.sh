@@ -78,10 +78,11 @@ PY
 
 sim_port=$((20000 + RANDOM % 10000)); kassa_port=$((sim_port + 1)); hb_port=$((sim_port + 2)); nginx_port=$((sim_port + 3))
 "${harness[@]}" $kassa sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 & pids+=($!)
-# Every load client connects from 127.0.0.1: the per-address caps are raised above the clients.
+source bench/caps.sh
+mapfile -t caps < <(serve_caps "$kassa")
 "${server[@]}" $kassa serve --listen "127.0.0.1:$kassa_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
   --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning \
-  --max-connections-per-address 100000 --max-half-open-per-address 4096 --max-half-open 4096 >"$out/serve.log" 2>&1 & kassa_pid=$!; pids+=($kassa_pid)
+  "${caps[@]}" >"$out/serve.log" 2>&1 & kassa_pid=$!; pids+=($kassa_pid)
 "${server[@]}" $hb "$hb_port" >"$out/hb.log" 2>&1 & hb_pid=$!; pids+=($hb_pid)
 wait_http "http://127.0.0.1:$kassa_port/healthz"; wait_http "http://127.0.0.1:$hb_port/"
 

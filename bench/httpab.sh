@@ -13,15 +13,17 @@ dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteract
 out=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]} 2>/dev/null || true; rm -rf "$out"' EXIT
+source bench/caps.sh
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 run() {  # side binary
   local side=$1 bin=$2
   local sim_port=$((20000 + RANDOM % 10000)); local port=$((sim_port + 1))
+  local caps; mapfile -t caps < <(serve_caps "$bin")
   taskset -c 0 "$bin" sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 & local sim=$!
   taskset -c 1 "$bin" serve --listen "127.0.0.1:$port" --db "$out/$side.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
     --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning \
-    --max-connections-per-address 100000 --max-half-open-per-address 4096 --max-half-open 4096 >"$out/serve.log" 2>&1 & local gw=$!
+    "${caps[@]}" >"$out/serve.log" 2>&1 & local gw=$!
   pids=($sim $gw)
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
   local before; before=$(cpu_ticks $gw)

@@ -30,9 +30,8 @@ rm -f "$out"/kassa.sqlite*   # a fresh database: a previous run's sessions would
 client=${KASSA_BENCH_CLIENT_BIN:-$kassa}
 gw_pin=(); harness_pin=()
 if [ -n "${KASSA_BENCH_PIN:-}" ]; then gw_pin=(taskset -c "${KASSA_BENCH_PIN%%:*}"); harness_pin=(taskset -c "${KASSA_BENCH_PIN##*:}"); fi
-# Builds before the per-address caps have no such options (and no such cap to raise).
-caps=(); if $kassa serve --help 2>&1 | grep -q -- --max-half-open-per-address; then
-  caps=(--max-half-open-per-address 4096 --max-half-open 4096 --max-connections-per-address 100000); fi
+source bench/caps.sh
+mapfile -t caps < <(serve_caps "$kassa")
 # Pushes stamped to the microsecond where the build can (a millisecond stamp errs by up to 1 ms).
 if $kassa serve --help 2>&1 | grep -q -- --push-stamps; then caps+=(--push-stamps us); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
