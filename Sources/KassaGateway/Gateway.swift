@@ -201,8 +201,9 @@ public final class Gateway: EdgeHandler {
                                                 evictedHalfOpen: edge?.evictedHalfOpenConnections ?? 0).utf8))
     }
 
-    /// Probes and scrapes: never rate-limited, never traced.
-    static let probePaths: Set<String> = ["/healthz", "/readyz", "/metrics"]
+    /// Probes and scrapes: never rate-limited, never traced. Compared, not hashed: it is asked
+    /// on every request.
+    static func isProbe(_ path: String) -> Bool { path == "/healthz" || path == "/readyz" || path == "/metrics" }
 
     func healthz(_ context: RequestContext) -> HTTPResponse {
         .json(["status": "ok"])

@@ -92,7 +92,7 @@ final class Throttle: Middleware {
 
     func enter(_ exchange: Exchange) throws -> HTTPResponse? {
         let request = exchange.request
-        guard !Gateway.probePaths.contains(request.path) else { return nil }
+        guard !Gateway.isProbe(request.path) else { return nil }
         if let refused = refusal(address: request.remoteAddress, apiKey: request.headers[MerchantAPI.apiKeyHeader]) {
             exchange.routeName = "rate-limited"
             throw refused
@@ -102,7 +102,7 @@ final class Throttle: Middleware {
 
     func leave(_ exchange: Exchange, _ outcome: Result<HTTPResponse, any Error>) throws -> HTTPResponse {
         let request = exchange.request
-        guard case .failure(let error) = outcome, !Gateway.probePaths.contains(request.path) else { return try outcome.get() }
+        guard case .failure(let error) = outcome, !Gateway.isProbe(request.path) else { return try outcome.get() }
         guard let blocked = afterAnswer(ProblemError(answering: error).problem.status, address: request.remoteAddress,
                                         path: request.path, headers: request.headers) else { throw error }
         exchange.routeName = "rate-limited"

@@ -34,7 +34,7 @@ public struct Telemetry: Sendable {
     /// Probes and scrapes, every few seconds from every balancer and Prometheus, get none: they
     /// would be most of the spans a backend stores (and bills) and explain nothing.
     func requestSpan(_ request: HTTPRequest, tls: Bool) -> any Span {
-        guard isOn, !Gateway.probePaths.contains(request.path) else { return NoOpTracer.NoOpSpan(context: .topLevel) }
+        guard isOn, !Gateway.isProbe(request.path) else { return NoOpTracer.NoOpSpan(context: .topLevel) }
         var parent = ServiceContext.topLevel
         tracer.extract(request.headers, into: &parent, using: HeaderExtraction())
         let span = tracer.startSpan(request.method.rawValue, context: parent, ofKind: .server)
