@@ -4,7 +4,8 @@
 # Prints one line a run (answers a second, the gateway's CPU seconds, µs of gateway CPU an
 # answer), then each side's mean.
 # Usage: bench/httpab.sh BIN_A BIN_B [pairs] [path]
-#   (default 2 pairs, /swedbank-pay-mobile/ with the bench API key; installs wrk if missing)
+#   (default 2 pairs, /swedbank-pay-mobile/ with the bench API key; installs wrk if missing).
+#   A path ending in /paymentorders is POSTed with compare.sh's payment order body.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/httpab.sh BIN_A BIN_B [pairs] [path]" >&2; exit 2; }
@@ -14,6 +15,8 @@ out=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]} 2>/dev/null || true; rm -rf "$out"' EXIT
 source bench/caps.sh
+script=()
+[[ $path == */paymentorders ]] && script=(-s bench/paymentorder.lua)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 run() {  # side binary
@@ -27,7 +30,7 @@ run() {  # side binary
   pids=($sim $gw)
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
   local before; before=$(cpu_ticks $gw)
-  local rps; rps=$(taskset -c 0 wrk -t2 -c64 -d10s -H "Your-Api-Key: bench-key" "http://127.0.0.1:$port$path" | awk '/Requests\/sec/ {print $2}')
+  local rps; rps=$(taskset -c 0 wrk -t2 -c64 -d10s -H "Your-Api-Key: bench-key" "${script[@]}" "http://127.0.0.1:$port$path" | awk '/Requests\/sec/ {print $2}')
   local ticks=$(( $(cpu_ticks $gw) - before ))
   kill $gw $sim; wait $gw $sim 2>/dev/null || true
   rm -f "$out/$side".sqlite*

@@ -18,12 +18,17 @@ extension Redaction {
     public static func redactValues(_ s: String) -> String {
         // Looked at in place first: most strings hold nothing to find, and copying each one's bytes
         // was a large part of logging a body.
-        // Nothing found has fewer than 8 digits, unless it is an e-mail address (@, or %40 in a URL).
-        var digits = 0, mark = false
+        // Nothing found has fewer than 8 digits in one stretch, unless it is an e-mail address (@, or %40 in a URL).
+        var stretch = DigitStretch(), mark = false, long = false
         for c in s.utf8 {
-            if isDigit(c) { digits += 1 } else if c == 0x40 || c == 0x25 { mark = true }   // @ %
+            if stretch.take(c) { long = true } else if c == 0x40 || c == 0x25 { mark = true }   // @ %
         }
-        guard mark || digits >= 8 else { return s }
+        guard mark || long else { return s }
+        return scanValues(s)
+    }
+
+    /// `redactValues` without its shortcut: every string scanned (the tests hold the shortcut to it).
+    package static func scanValues(_ s: String) -> String {
         var bytes = Array(s.utf8)
         var changed = false
         // Until nothing changes: a replacement can split a group of digits into ones that are
@@ -274,6 +279,30 @@ extension Redaction {
         let number = value(b[i..<(i + 6)]) * 1000 + value(b[(i + 7)..<(i + 10)])
         let checks = Array("0123456789ABCDEFHJKLMNPRSTUVWXY".utf8)
         return b[i + 10] == checks[number % 31] ? i + 11 : nil
+    }
+
+    /// Counts the digits of the stretch a string's bytes are in, to rule out most strings before
+    /// anything is copied. A stretch is digits joined by single bytes that can sit inside a finding
+    /// (a space, `-` or `+` in a group, a Finnish century sign); any other byte starts a new one.
+    /// Every finding above has 8 or more digits in one stretch; an id's digits are broken by its
+    /// lower-case hex letters, a URL's by its slashes.
+    struct DigitStretch {
+        private var digits = 0
+        private var afterDigit = false
+
+        /// Takes the next byte; true once the current stretch holds 8 digits.
+        mutating func take(_ c: UInt8) -> Bool {
+            if isDigit(c) {
+                digits += 1
+                afterDigit = true
+                return digits >= 8
+            }
+            // A joiner keeps the count only if a digit follows it: the next byte decides.
+            let joins = afterDigit && (c == 0x20 || c == 0x2D || c == 0x2B || (0x41...0x46).contains(c) || (0x55...0x59).contains(c))
+            if !joins { digits = 0 }
+            afterDigit = false
+            return false
+        }
     }
 
     // MARK: Bytes

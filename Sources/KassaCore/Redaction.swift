@@ -42,6 +42,8 @@ public enum Redaction {
         var names: [Entry] = []
         var byLength: [Int] = []
         var parts: [Entry] = []
+        /// The lower-case letters a part begins with, as bits from `a`: most bytes of a name begin none.
+        var partStarts: UInt32 = 0
 
         init() {
             var whole = secretKeys.map { (Array($0.utf8), KeyRule.secret) } + suffixKeys.map { (Array($0.utf8), KeyRule.suffix) }
@@ -49,7 +51,10 @@ public enum Redaction {
             let longest = whole.last?.0.count ?? 0
             for (name, rule) in whole { names.append(add(name, rule)) }
             byLength = (0...longest + 1).map { n in names.firstIndex { $0.count >= n } ?? names.count }
-            for part in secretNameParts { parts.append(add(part, .secret)) }
+            for part in secretNameParts {
+                parts.append(add(part, .secret))
+                partStarts |= 1 << UInt32(part[0] - 0x61)
+            }
         }
 
         private mutating func add(_ name: [UInt8], _ rule: KeyRule) -> Entry {
@@ -88,8 +93,10 @@ public enum Redaction {
                 }
             }
             guard b.count >= 3 else { return nil }
-            for part in table.parts where part.count <= b.count {
-                for offset in 0...(b.count - part.count) where matches(part, at: offset) { return .secret }
+            for offset in 0..<(b.count - 2) {
+                let letter = lower(b[offset]) &- 0x61
+                guard letter < 26, table.partStarts & (1 << UInt32(letter)) != 0 else { continue }
+                for part in table.parts where part.count <= b.count - offset && matches(part, at: offset) { return .secret }
             }
             return nil
         }

@@ -174,6 +174,38 @@ struct CoreSafetyTests {
         #expect(body["big"]?.stringValue == Redaction.placeholder)
     }
 
+    @Test("the shortcut that skips most strings never skips a value the full scan finds")
+    func valueShortcut() {
+        // Ids, dates and URLs the shortcut now passes over, and findings whose digits are joined.
+        for s in ["/psp/paymentorders/5adc265f-f87f-4313-577e-08d3dca1a26c", "2026-11-24T10:00:00.123Z",
+                  "ca11ed00-0000-4000-a000-000000000001", "hetu 131052A308T", "hetu 010100A123D", "+46 70 123 45 67",
+                  "%2B46739000001", "4111-1111 1111-1111", "19811218-9876", "01010012356"] {
+            #expect(Redaction.redactValues(s) == Redaction.scanValues(s), "\(s)")
+        }
+        #expect(Redaction.redactValues("hetu 131052A308T") == "hetu [redacted]", "a Finnish century letter joins the digits")
+        // Random strings over the bytes that matter: digits, the joiners, letters either side of them.
+        var rng = TestRandom(seed: 0x5eed)
+        let alphabet = Array("0123456789012345678901234567890123456789 -+ABCFUXYZabfz/.%@".utf8)
+        for _ in 0..<20_000 {
+            let count = 6 + Int(rng.next() % 20)
+            let s = String(decoding: (0..<count).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }, as: UTF8.self)
+            #expect(Redaction.redactValues(s) == Redaction.scanValues(s), "\(s)")
+        }
+    }
+
+    @Test("a secret name part is found at any position and in any case")
+    func secretNameParts() {
+        for part in ["token", "secret", "passw", "apikey", "api_key", "api-key", "cvc", "cvv", "securitycode", "security_code",
+                     "privatekey", "private_key"] {
+            for name in [part, "x" + part, part + "Id", "upstream" + part.uppercased(), "ab" + part + "cd"] {
+                #expect(Redaction.isSecretKey(name), "\(name)")
+            }
+        }
+        for name in ["toke", "secre", "pass", "apike", "cv", "security", "private", "operations", "contentType"] {
+            #expect(!Redaction.isSecretKey(name), "\(name)")
+        }
+    }
+
     @Test("tokens in paths and secrets in queries are cut; everything else is left byte for byte")
     func redactionOfStrings() {
         let token = String(repeating: "a1b2c3d4e5", count: 5)
@@ -364,5 +396,18 @@ struct SessionProtocolTests {
     func pushKinds() {
         #expect(PushType.allCases.filter(\.isTerminal) == [.paymentSessionComplete, .paymentSessionCanceled])
         #expect(PushType.allCases.filter(\.isProblem) == [.sessionProblemOccurred, .sdkProblemOccurred])
+    }
+}
+
+/// A seeded generator (SplitMix64), so a random test's failure repeats.
+struct TestRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
