@@ -17,6 +17,9 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     /// destroyed are dropped, so nothing wakes a freed context.
     private let outbox = Mutex<(commands: [Command], alive: Bool)>(([], true))
     private let exitRequested = Atomic<Bool>(false)
+    /// Posters waking the service thread outside the lock: the context is destroyed only once
+    /// none is left (they count themselves in under the lock, while the loop is alive).
+    private let wakesInFlight = Atomic<Int>(0)
     /// The service thread's pthread id once it runs (0 before).
     private let serviceThread = Atomic<UInt>(0)
     private(set) var context: OpaquePointer?
@@ -62,6 +65,7 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
                 }
             }
             outbox.withLock { $0.alive = false }
+            while wakesInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
             lws_context_destroy(context)
             if let eventLoop { kassa_ev_loop_destroy(eventLoop) }
             teardown()
@@ -72,15 +76,24 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     /// Queues a command for the service thread; false when the loop has ended.
     @discardableResult
     func post(_ command: Command) -> Bool {
-        let context = self.context
-        return outbox.withLock { box -> Bool in
-            guard box.alive, let context else { return false }
+        guard let context = self.context else { return false }
+        let wake = outbox.withLock { box -> Bool? in
+            guard box.alive else { return nil }
             box.commands.append(command)
             // One wake-up per batch: a non-empty outbox already has one pending (the service
-            // thread empties it in `take`). Under the lock, so the context cannot be destroyed meanwhile.
-            if box.commands.count == 1 { lws_cancel_service(context) }
+            // thread empties it in `take`).
+            guard box.commands.count == 1 else { return false }
+            wakesInFlight.add(1, ordering: .relaxed)
             return true
         }
+        guard let wake else { return false }
+        // The wake-up is a system call: made under the lock, it kept the service thread spinning
+        // in `take` whenever the poster was preempted (the gateway's threads may share one core).
+        if wake {
+            lws_cancel_service(context)
+            wakesInFlight.subtract(1, ordering: .releasing)
+        }
+        return true
     }
 
     /// Runs `command` at once when called on the service thread with nothing queued (an answer
