@@ -182,17 +182,29 @@ public enum Hashing {
 
 /// Base64 with the URL alphabet and no padding (RFC 4648 §5).
 public enum Base64URL {
+    // Foundation's Base64, with the alphabet swapped byte by byte: mapped as Characters, a
+    // token's text took more time than its sealing (every session issues one, every stream opens one).
     public static func encode(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        while text.last == "=" { text.removeLast() }
-        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+        var text = Array(Data(bytes).base64EncodedData())
+        while text.last == UInt8(ascii: "=") { text.removeLast() }
+        for i in text.indices {
+            if text[i] == UInt8(ascii: "+") { text[i] = UInt8(ascii: "-") } else if text[i] == UInt8(ascii: "/") { text[i] = UInt8(ascii: "_") }
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     public static func decode(_ text: String) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "=") }) else { return nil }
-        var standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        guard standard.utf8.count % 4 != 1 else { return nil }
-        while standard.utf8.count % 4 != 0 { standard.append("=") }
-        return Data(base64Encoded: standard).map(Array.init)
+        var standard = Array(text.utf8)
+        guard standard.count % 4 != 1 else { return nil }
+        for i in standard.indices {
+            switch standard[i] {
+            case UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): return nil
+            case UInt8(ascii: "-"): standard[i] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): standard[i] = UInt8(ascii: "/")
+            default: break
+            }
+        }
+        while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(standard)).map(Array.init)
     }
 }

@@ -338,6 +338,9 @@ struct TokenTests {
         #expect(token != SessionToken.issue(sessionID: "abc123", href: Self.href, expiresAt: 2_000_000_000, keys: keys))
         #expect(Base64URL.decode(Base64URL.encode(Array("hello, world?".utf8))) == Array("hello, world?".utf8))
         #expect(Base64URL.decode("a+b/") == nil)
+        #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8" && Base64URL.decode("-_8") == [0xFB, 0xFF], "the URL alphabet, no padding")
+        #expect(Base64URL.decode("-_8=") == nil && Base64URL.decode("-_8=a") == nil && Base64URL.decode("å") == nil)
+        #expect(Base64URL.encode([]) == "" && Base64URL.decode("") == [])
     }
 
     @Test("rotation: the first secret seals, every listed secret opens")
