@@ -56,10 +56,7 @@ public enum UniqueID {
     /// `bytes` bytes as lower-case hex, never all zeros (W3C refuses such ids).
     public static func hex(bytes: Int) -> String {
         Secrets.hex(bytes: bytes) {
-            var z = seed &+ counter.add(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            let word = z ^ (z >> 31)
+            let word = SeededRandom.mix(seed &+ counter.add(1, ordering: .relaxed).newValue &* SeededRandom.increment)
             return word == 0 ? 1 : word
         }
     }

@@ -1,3 +1,5 @@
+import KassaCore
+
 /// Final text frames built here (RFC 6455 §5.2) so that several queued messages can leave
 /// in one write: one send and one TCP segment for the peer instead of one per message.
 /// libwebsockets frames single messages itself; the batch is written raw.
@@ -38,19 +40,8 @@ enum WebSocketFraming {
     /// system's generator, instead of a `getrandom` call per frame (a visible share of the
     /// load client's kernel time). The keys only have to be unpredictable to a peer's proxy.
     struct MaskKeys {
-        private var state: UInt64
+        private var random = SeededRandom()
 
-        init() {
-            var system = SystemRandomNumberGenerator()
-            state = system.next()
-        }
-
-        mutating func next() -> UInt32 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return UInt32(truncatingIfNeeded: (z ^ (z >> 31)) >> 16)
-        }
+        mutating func next() -> UInt32 { UInt32(truncatingIfNeeded: random.next() >> 16) }
     }
 }

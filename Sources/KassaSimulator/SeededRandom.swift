@@ -1,18 +1,7 @@
-/// SplitMix64: a small, fast generator whose output is fixed by its seed, so
-/// simulator ids and fault draws repeat run after run.
-struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+import KassaCore
 
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// The simulator's ids, drawn from its seeded generator so they repeat run after run.
+extension SeededRandom {
     mutating func hex(bytes: Int) -> String {
         var out = ""
         var remaining = bytes

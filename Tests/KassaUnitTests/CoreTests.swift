@@ -184,7 +184,7 @@ struct CoreSafetyTests {
         }
         #expect(Redaction.redactValues("hetu 131052A308T") == "hetu [redacted]", "a Finnish century letter joins the digits")
         // Random strings over the bytes that matter: digits, the joiners, letters either side of them.
-        var rng = TestRandom(seed: 0x5eed)
+        var rng = SeededRandom(seed: 0x5eed)
         let alphabet = Array("0123456789012345678901234567890123456789 -+ABCFUXYZabfz/.%@".utf8)
         for _ in 0..<20_000 {
             let count = 6 + Int(rng.next() % 20)
@@ -402,15 +402,3 @@ struct SessionProtocolTests {
     }
 }
 
-/// A seeded generator (SplitMix64), so a random test's failure repeats.
-struct TestRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
