@@ -95,17 +95,21 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     func submit(_ transfer: Transfer) {
-        let accepted = pending.withLock { state -> Bool in
-            guard state.running else { return false }
+        let accepted = pending.withLock { state -> Bool? in
+            guard state.running else { return nil }
             state.ops.append(.add(transfer))
-            return true
+            return state.ops.count == 1
         }
-        if accepted { curl_multi_wakeup(multi) } else { transfer.finish(.failure(.cancelled)) }
+        guard let wake = accepted else { return transfer.finish(.failure(.cancelled)) }
+        if wake { curl_multi_wakeup(multi) }
     }
 
     func cancel(_ id: UInt64) {
-        pending.withLock { $0.ops.append(.cancel(id)) }
-        curl_multi_wakeup(multi)
+        let wake = pending.withLock { state -> Bool in
+            state.ops.append(.cancel(id))
+            return state.ops.count == 1
+        }
+        if wake { curl_multi_wakeup(multi) }
     }
 
     func shutdown() {
@@ -113,6 +117,8 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
+    /// One wake-up (a system call) per batch of operations: the first one queued wakes the loop,
+    /// which takes every operation queued by then; a wake-up stays pending until the next poll.
     private func loop() {
         var stillRunning: Int32 = 0
         while true {
