@@ -71,6 +71,10 @@ public final class EdgeServer: @unchecked Sendable {
         free(alpn)
     }
 
+    /// The libwebsockets release linked in ("4.1.6-…"): what it checks before Kassa sees a request
+    /// or a frame depends on it (SECURITY.md).
+    public static var libWebSocketsVersion: String { String(cString: lws_get_library_version()) }
+
     /// Number of WebSockets currently open.
     public var openWebSockets: Int { openWebSocketCount.load(ordering: .relaxed) }
     /// Blocking calls (the store) made on the service thread; debug builds count them, and must find none.

@@ -123,18 +123,21 @@ final class RawSocket: @unchecked Sendable {
     }
 
     /// Sends one masked frame (clients must mask).
-    func sendFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true) throws {
+    /// `masked: false` sends the frame as only a server may (RFC 6455 §5.1 wants clients' frames masked).
+    func sendFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true, masked: Bool = true) throws {
         var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
-        let mask: [UInt8] = [0x11, 0x22, 0x33, 0x44]
+        let maskBit: UInt8 = masked ? 0x80 : 0
         if payload.count < 126 {
-            frame.append(0x80 | UInt8(payload.count))
+            frame.append(maskBit | UInt8(payload.count))
         } else if payload.count < 65536 {
-            frame.append(0x80 | 126)
+            frame.append(maskBit | 126)
             frame.append(UInt8(payload.count >> 8)); frame.append(UInt8(payload.count & 0xFF))
         } else {
-            frame.append(0x80 | 127)
+            frame.append(maskBit | 127)
             for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((payload.count >> shift) & 0xFF)) }
         }
+        guard masked else { return try send(frame + payload) }
+        let mask: [UInt8] = [0x11, 0x22, 0x33, 0x44]
         frame.append(contentsOf: mask)
         for (i, b) in payload.enumerated() { frame.append(b ^ mask[i % 4]) }
         try send(frame)
