@@ -85,6 +85,9 @@ public final class EventLog: Sendable {
         var batches: UInt64 = 0
         /// Set when a close ran out of time: the writer stops at its next failure.
         var givingUp = false
+        /// The writer is running completions it took from `waiters`: one given meanwhile waits its
+        /// turn behind them, even with nothing left to commit.
+        var delivering = false
     }
 
     private let database: DatabasePool
@@ -204,9 +207,10 @@ public final class EventLog: Sendable {
     /// or answers at once: true when all of it is committed, false when the writer has stopped.
     private func wait(deadline: ContinuousClock.Instant?, _ done: Completion) -> Bool? {
         queue.withLock { q -> Bool? in
-            // Behind any waiter still queued, so that completions keep their order. (When all is
-            // committed none is left: the writer takes the due ones as it counts its commit.)
-            if q.written >= q.appended && q.rowsWritten >= q.rowsQueued && q.waiters.isEmpty { return true }
+            // Behind any waiter still queued or still being run by the writer, so that completions
+            // keep their order: run here at once, an action could overtake the one before it (a
+            // session's later push reaching a connection before its earlier one).
+            if q.written >= q.appended && q.rowsWritten >= q.rowsQueued && q.waiters.isEmpty && !q.delivering { return true }
             if !q.running { return false }
             q.waiters.append(Waiter(events: q.appended, rows: q.rowsQueued, deadline: deadline, done: done))
             return nil
@@ -320,10 +324,9 @@ public final class EventLog: Sendable {
                         q.rowsWritten += UInt64(pendingRows.count)
                         q.batches += 1
                         q.lastError = nil
-                        let (events, rows) = (q.written, q.rowsWritten)
-                        return q.takeWaiters { $0.events <= events && $0.rows <= rows }
+                        return q.takeDueWaiters()
                     }
-                    for done in ready { done(true) }
+                    deliver(ready)
                     pendingRows = []
                     start = end
                 } catch {
@@ -360,6 +363,16 @@ public final class EventLog: Sendable {
                     return
                 }
             }
+        }
+    }
+
+    /// Runs the completions a commit made due, then those that came due while they ran, until
+    /// none is left; only then may `wait` run a new one on its caller's thread.
+    private func deliver(_ ready: [Completion]) {
+        var due = ready
+        while !due.isEmpty {
+            for done in due { done(true) }
+            due = queue.withLock { $0.takeDueWaiters() }
         }
     }
 
@@ -432,6 +445,15 @@ public final class EventLog: Sendable {
 }
 
 extension EventLog.Queue {
+    /// Takes the waiters whose events and rows are all committed, and marks them as being run
+    /// (`delivering`) until a later call finds none.
+    mutating func takeDueWaiters() -> [EventLog.Completion] {
+        let (events, rows) = (written, rowsWritten)
+        let due = takeWaiters { $0.events <= events && $0.rows <= rows }
+        delivering = !due.isEmpty
+        return due
+    }
+
     /// Removes the waiters `isDue` picks and returns what each gets, in the order they came.
     mutating func takeWaiters(_ isDue: (EventLog.Waiter) -> Bool) -> [EventLog.Completion] {
         guard waiters.contains(where: isDue) else { return [] }

@@ -92,6 +92,52 @@ struct StoreTests {
         #expect(late.withLock { $0 } == [true, false])
     }
 
+    /// The writer runs the actions a commit made due outside its lock. An action given in that
+    /// moment, with nothing left to commit, used to run at once on its caller's thread, before the
+    /// earlier one had run: a session's next push could reach a connection before the push before it.
+    @Test("an action given while the writer runs an earlier one waits for it, even with nothing left to commit")
+    func afterCommitWaitsForTheActionBeingRun() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let log = store.eventLog
+        let order = Mutex<[String]>([])
+        let firstRunning = DispatchSemaphore(value: 0), letFirstFinish = DispatchSemaphore(value: 0)
+        // Behind the commit gate, so the writer cannot commit the event before the action is queued behind it.
+        log.commitGate.held {
+            log.append(LogEvent(atMs: 1, sessionID: "s", kind: "push", summary: "seq 1"))
+            log.afterCommit { _ in
+                firstRunning.signal()
+                _ = letFirstFinish.wait(timeout: .now() + 5)
+                order.withLock { $0.append("first") }
+            }
+        }
+        let (started, secondRanAtOnce) = try await onThread { () -> (Bool, Bool) in
+            // The writer has committed everything and is inside the first action.
+            let started = firstRunning.wait(timeout: .now() + 5) == .success
+            log.afterCommit { _ in order.withLock { $0.append("second") } }
+            let ranAtOnce = order.withLock { $0.contains("second") }
+            letFirstFinish.signal()
+            return (started, ranAtOnce)
+        }
+        #expect(started, "the first action ran on the writer thread after its commit")
+        #expect(!secondRanAtOnce, "the second action did not overtake the first")
+        #expect(await log.flush())
+        let deadline = ContinuousClock.now + .seconds(5)
+        while order.withLock({ $0.count }) < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(order.withLock { $0 } == ["first", "second"])
+        // Once the writer is done delivering, an action with nothing outstanding runs at once again.
+        var ranAtOnce = false
+        for _ in 0..<200 where !ranAtOnce {
+            let ran = Mutex(false)
+            log.afterCommit { _ in ran.withLock { $0 = true } }
+            ranAtOnce = ran.withLock { $0 }
+            if !ranAtOnce { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(ranAtOnce)
+        await store.close()
+    }
+
     @Test("under steady commits the WAL starts over long before the writer's backstop checkpoint")
     func walStartsOverUnderSteadyCommits() async throws {
         let dir = TempDirectory()
