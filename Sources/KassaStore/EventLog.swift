@@ -273,6 +273,9 @@ public final class EventLog: Sendable {
         // the size is looked at once a second, inside a transaction the writer makes anyway.
         var cacheKiB = Store.smallWriterCacheKiB
         var nextCacheCheck = ContinuousClock.now
+        // Committed events not yet in `session_events`, and when they are put there at the latest.
+        var unindexed = 0
+        var nextSessionIndexing = ContinuousClock.now + Self.sessionIndexingInterval
         while true {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
             // Take everything queued at once (no shifting of a long queue), then commit it
@@ -294,12 +297,14 @@ public final class EventLog: Sendable {
                     let seconds = began.duration(to: .now).inSeconds
                     for observer in writeObservers.withLock({ $0 }) { observer(batch.count, seconds, ok) }
                 }
+                let indexing = unindexed >= Self.sessionIndexingEvents || (unindexed > 0 && began >= nextSessionIndexing)
                 do {
                     let ids = try writeBehindGate { db -> [Int64] in
                         if began >= nextCacheCheck {
                             cacheKiB = try Store.sizeWriterCache(db, currentKiB: cacheKiB)
                             nextCacheCheck = began + .seconds(1)
                         }
+                        if indexing { try Self.indexSessionEvents(db) }
                         for row in pendingRows { try Self.write(row, db) }
                         var ids: [Int64] = []
                         ids.reserveCapacity(batch.count)
@@ -310,6 +315,11 @@ public final class EventLog: Sendable {
                         return ids
                     }
                     report(true)
+                    if indexing {
+                        unindexed = 0
+                        nextSessionIndexing = began + Self.sessionIndexingInterval
+                    }
+                    unindexed += batch.count
                     let listening = observers.withLock { $0 }.filter { $0.isListening() }
                     if !listening.isEmpty {
                         let committed = zip(batch, ids).map { pending, id in
@@ -376,6 +386,30 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// When the writer puts the events committed since into `session_events`, inside a
+    /// transaction it makes anyway: once this many are waiting, or this long after the last time.
+    /// More at a time: fewer leaves rewritten per event, but a longer tail for a reader to scan
+    /// (`sessionEventIDs`) and a longer transaction each time.
+    static let sessionIndexingEvents = 4_096
+    static let sessionIndexingInterval: Duration = .milliseconds(1_000)
+
+    /// Adds the events after `upto` to `session_events`, in key order, and moves `upto` on.
+    static func indexSessionEvents(_ db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT OR IGNORE INTO session_events(session_id, event_id)
+            SELECT session_id, id FROM events WHERE id > (SELECT upto FROM session_events_indexed) AND session_id IS NOT NULL
+            ORDER BY session_id, id
+            """).execute()
+        try db.cachedStatement(sql: "UPDATE session_events_indexed SET upto = (SELECT coalesce(max(id), 0) FROM events)").execute()
+    }
+
+    /// The ids of a session's events, for `id IN (…)`: those in `session_events` and those the
+    /// writer has not put there yet. Both parameters are the session's id.
+    static let sessionEventIDs = """
+        SELECT event_id FROM session_events WHERE session_id = ?
+        UNION ALL SELECT id FROM events WHERE id > (SELECT upto FROM session_events_indexed) AND session_id = ?
+        """
+
     static func write(_ row: RowWrite, _ db: Database) throws {
         switch row {
         case .newSession(let session): try Store.insert(session, db)
@@ -415,7 +449,7 @@ public final class EventLog: Sendable {
                        afterID: Int64? = nil, limit: Int = 1_000) throws -> [LogEvent] {
         var clauses: [String] = []
         var arguments: StatementArguments = []
-        if let sessionID { clauses.append("session_id = ?"); arguments += [sessionID] }
+        if let sessionID { clauses.append("id IN (\(Self.sessionEventIDs))"); arguments += [sessionID, sessionID] }
         if let fromMs { clauses.append("at_ms >= ?"); arguments += [fromMs] }
         if let toMs { clauses.append("at_ms < ?"); arguments += [toMs] }
         if let afterID { clauses.append("id > ?"); arguments += [afterID] }

@@ -8,7 +8,7 @@ enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
                         "v6-session-client-device", "v7-session-public-base",
                         "v8-idempotency-request", "v9-idempotency-redacted", "v10-session-root-span",
-                        "v11-idempotency-by-time"]
+                        "v11-idempotency-by-time", "v12-session-events-deferred"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -112,6 +112,27 @@ enum Migrations {
             // Retention finds old answers by this, inside its write transaction: without it, a
             // scan of the whole table held the lock every pass.
             try db.execute(sql: "CREATE INDEX idempotency_by_created ON idempotency(created_at_ms)")
+        }
+        migrator.registerMigration("v12-session-events-deferred") { db in
+            // A session's events found through a table the event log's writer fills in bulk
+            // (`EventLog.indexSessionEvents`) instead of an index kept on every insert. Concurrent
+            // sessions' events land in different leaves, so that index rewrote about one 2 KiB leaf
+            // per event, a quarter of the WAL's frames; filled a second's worth at a time, a session's
+            // entries share a leaf. Events past `upto` are not in it yet: readers look at them directly.
+            try db.execute(sql: """
+                CREATE TABLE session_events (
+                    session_id TEXT NOT NULL,
+                    event_id INTEGER NOT NULL,
+                    PRIMARY KEY (session_id, event_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE session_events_indexed (upto INTEGER NOT NULL);
+                INSERT INTO session_events SELECT session_id, id FROM events WHERE session_id IS NOT NULL ORDER BY session_id, id;
+                INSERT INTO session_events_indexed SELECT coalesce(max(id), 0) FROM events;
+                DROP INDEX events_by_session;
+                CREATE TRIGGER session_events_deleted AFTER DELETE ON events WHEN old.session_id IS NOT NULL BEGIN
+                    DELETE FROM session_events WHERE session_id = old.session_id AND event_id = old.id;
+                END;
+                """)
         }
         return migrator
     }

@@ -23,7 +23,7 @@ extension Store {
     public func searchEvents(_ q: EventQuery) throws -> [LogEvent] {
         var clauses: [String] = []
         var arguments: StatementArguments = []
-        if let s = q.sessionID { clauses.append("session_id = ?"); arguments += [s] }
+        if let s = q.sessionID { clauses.append("id IN (\(EventLog.sessionEventIDs))"); arguments += [s, s] }
         if !q.kinds.isEmpty {
             clauses.append("kind IN (\(q.kinds.map { _ in "?" }.joined(separator: ",")))")
             arguments += StatementArguments(q.kinds)
@@ -100,7 +100,8 @@ extension Store {
     /// Every event of one session, in time order.
     public func timeline(sessionID: String, limit: Int = 5_000) throws -> [LogEvent] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM events WHERE session_id = ? ORDER BY at_ms, id LIMIT ?", arguments: [sessionID, limit])
+            try Row.fetchAll(db, sql: "SELECT * FROM events WHERE id IN (\(EventLog.sessionEventIDs)) ORDER BY at_ms, id LIMIT ?",
+                             arguments: [sessionID, sessionID, limit])
                 .map(EventLog.event(from:))
         }
     }

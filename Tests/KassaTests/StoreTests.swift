@@ -29,6 +29,66 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("a session's events are found once each, before and after the writer files them in session_events; a deleted event leaves it")
+    func sessionEventsFiledLater() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        func append(_ range: Range<Int>) async {
+            for i in range {
+                store.eventLog.append(LogEvent(atMs: Int64(1_000 + i), sessionID: [Optional("s-a"), "s-b", nil][i % 3],
+                                               kind: "test", summary: "event \(i)"))
+            }
+            await store.eventLog.flush()
+        }
+        /// What `session_events` holds, what it should hold (the events up to `upto` with a session), and `upto`.
+        func filed() async throws -> (count: Int, expected: Int, upto: Int64) {
+            try await store.pool.read { db in
+                let upto = try Int64.fetchOne(db, sql: "SELECT upto FROM session_events_indexed") ?? -1
+                return (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM session_events") ?? -1,
+                        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events WHERE id <= ? AND session_id IS NOT NULL", arguments: [upto]) ?? -1,
+                        upto)
+            }
+        }
+        func summaries(_ session: String) throws -> [[String]] {
+            var search = Store.EventQuery()
+            search.sessionID = session
+            search.limit = 1_000
+            return [try store.timeline(sessionID: session).map(\.summary), try store.searchEvents(search).map(\.summary),
+                    try store.eventLog.events(sessionID: session).map(\.summary)]
+        }
+        let expectedA = { (range: Range<Int>) in range.filter { $0 % 3 == 0 }.map { "event \($0)" } }
+
+        await append(0..<30)
+        try store.eventLog.writeBehindGate { try EventLog.indexSessionEvents($0) }
+        let first = try await filed()
+        #expect(first.count == 20)
+        #expect(first.upto == 30)
+        await append(30..<60)   // after `upto`: found by the scan of the tail
+        for found in try summaries("s-a") { #expect(found == expectedA(0..<60)) }
+        #expect(try summaries("s-b").allSatisfy { $0.count == 20 })
+
+        _ = try await store.deleteOldestEvents(15)
+        let afterDelete = try await filed()
+        #expect(afterDelete.count == afterDelete.expected)
+        #expect(afterDelete.count >= 10)
+        for found in try summaries("s-a") { #expect(found == expectedA(15..<60)) }
+
+        // The writer files the tail on its own, at the latest a second after the last time.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var upto = first.upto
+        while upto == first.upto && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            await append(60..<61)
+            upto = try await filed().upto
+        }
+        #expect(upto > 60)
+        let last = try await filed()
+        #expect(last.count == last.expected)
+        for found in try summaries("s-b") { #expect(found.count == 15) }
+        await store.close()
+    }
+
     @Test("a flow's session and payment-order rows ride with the events' batch, no transaction of their own; a full disk refuses them in time and keeps them")
     func rowsRideAlong() async throws {
         let dir = TempDirectory()
@@ -248,11 +308,15 @@ struct StoreTests {
         let old = try Store.open(path: path, upTo: "v1-events")
         #expect(try old.appliedMigrations() == ["v1-events"])
         old.eventLog.append(LogEvent(atMs: 42, kind: "old", summary: "from v1"))
+        old.eventLog.append(LogEvent(atMs: 43, sessionID: "s-1", kind: "old", summary: "v1, s-1"))
         await old.close()
 
         let current = try Store.open(path: path)
         #expect(try current.appliedMigrations() == Migrations.names)
-        #expect(try current.eventLog.events().map(\.summary) == ["from v1"])
+        #expect(try current.eventLog.events().map(\.summary) == ["from v1", "v1, s-1"])
+        #expect(try current.timeline(sessionID: "s-1").map(\.summary) == ["v1, s-1"])
+        let filed = try await current.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM session_events WHERE session_id = 's-1'") }
+        #expect(filed == 1)
         try await current.recordPaymentOrder(payeeReference: "ref1", paymentOrderID: "/psp/paymentorders/1", atMs: 1)
         #expect(try current.paymentOrder(payeeReference: "ref1")?.paymentOrderID == "/psp/paymentorders/1")
         await current.close()
