@@ -49,6 +49,7 @@ public final class EventLog: Sendable {
         case newSession(Store.SessionRecord)
         case paymentOrder(Store.PaymentOrderRecord)
         case sessionUpdate(SessionUpdate)
+        case answer(Store.RememberedAnswer)
     }
 
     /// A `flush` or an `afterCommit` action waiting for the events and rows queued before it.
@@ -177,6 +178,9 @@ public final class EventLog: Sendable {
 
     /// Queues a payment order's row (replacing one with its payee reference); written with the next batch.
     public func upsert(paymentOrder: Store.PaymentOrderRecord) { queue(.paymentOrder(paymentOrder)) }
+
+    /// Queues an answer kept for its idempotency key; written with the next batch.
+    func remember(_ answer: Store.RememberedAnswer) { queue(.answer(answer)) }
 
     private func queue(_ row: RowWrite) {
         queue.withLock { q in
@@ -415,6 +419,7 @@ public final class EventLog: Sendable {
         case .newSession(let session): try Store.insert(session, db)
         case .paymentOrder(let order): try Store.upsert(order, db)
         case .sessionUpdate(let change): try apply(change, db)
+        case .answer(let remembered): try Store.insert(remembered, db)
         }
     }
 

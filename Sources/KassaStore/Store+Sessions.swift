@@ -63,8 +63,9 @@ extension Store {
     }
 
     /// The blocking form, for the rare insert that must happen before an answer on the edge thread.
+    /// Behind the commit gate, as every write is (see `EventLog.writeBehindGate`).
     public func insertSessionNow(_ s: SessionRecord) throws {
-        try pool.write { db in try Self.insert(s, db) }
+        try eventLog.writeBehindGate { db in try Self.insert(s, db) }
     }
 
     static func insert(_ s: SessionRecord, _ db: Database) throws {
@@ -93,7 +94,7 @@ extension Store {
     /// Seals the upstream URLs of rows written before they were sealed (at start-up).
     @discardableResult
     public func sealPlainViewHrefs(_ seal: (_ href: String, _ id: String) -> String) throws -> Int {
-        try pool.write { db in
+        try eventLog.writeBehindGate { db in
             let rows = try Row.fetchAll(db, sql: "SELECT id, view_href FROM sessions WHERE view_href LIKE 'http%'")
             for row in rows {
                 let id: String = row["id"], href: String = row["view_href"]
@@ -135,13 +136,28 @@ extension Store {
         }
     }
 
-    /// Keeps the first answer for a key; a later one for the same key is ignored.
-    public func rememberAnswer(scope: String, key: String, _ answer: StoredAnswer, atMs: Int64) async throws {
-        try await pool.write { db in
-            try db.execute(sql: """
-                INSERT OR IGNORE INTO idempotency(scope, key, status, content_type, body, created_at_ms, request_sha256)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [scope, key, answer.status, answer.contentType, Data(answer.body), atMs, answer.requestSHA256])
-        }
+    /// An answer kept for its idempotency key, written with the event log's next batch.
+    struct RememberedAnswer: Sendable {
+        var scope: String
+        var key: String
+        var answer: StoredAnswer
+        var atMs: Int64
+    }
+
+    /// Keeps the first answer for a key (a later one for the same key is ignored), with the event
+    /// log's next batch: no transaction of its own. Returns once it is committed; throws
+    /// `Store.NotStored` when the disk has not taken it within `within`.
+    public func rememberAnswer(scope: String, key: String, _ answer: StoredAnswer, atMs: Int64,
+                               within: Duration = Store.rowWriteTimeout) async throws {
+        eventLog.remember(RememberedAnswer(scope: scope, key: key, answer: answer, atMs: atMs))
+        try await committed("answer for an idempotency key", within: within)
+    }
+
+    static func insert(_ r: RememberedAnswer, _ db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT OR IGNORE INTO idempotency(scope, key, status, content_type, body, created_at_ms, request_sha256)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [r.scope, r.key, r.answer.status, r.answer.contentType, Data(r.answer.body), r.atMs,
+                                     r.answer.requestSHA256])
     }
 }

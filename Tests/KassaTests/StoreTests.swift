@@ -89,7 +89,7 @@ struct StoreTests {
         await store.close()
     }
 
-    @Test("a flow's session and payment-order rows ride with the events' batch, no transaction of their own; a full disk refuses them in time and keeps them")
+    @Test("a flow's session, payment-order and idempotent-answer rows ride with the events' batch, no transaction of their own; a full disk refuses them in time and keeps them")
     func rowsRideAlong() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
@@ -112,6 +112,9 @@ struct StoreTests {
         // Queued while nothing can commit, so what follows is one writer pass: the rows with the events, in queue order.
         store.eventLog.upsert(paymentOrder: .init(payeeReference: "p1", paymentOrderID: "/psp/paymentorders/1", createdAtMs: 1))
         store.eventLog.update(.init(id: "s1", phase: "ready", atMs: 2))
+        let first = Store.StoredAnswer(status: 201, contentType: "application/json", body: Array(#"{"id":"s1"}"#.utf8))
+        store.eventLog.remember(.init(scope: "create", key: "k1", answer: first, atMs: 2))
+        store.eventLog.remember(.init(scope: "create", key: "k1", answer: Store.StoredAnswer(status: 200, contentType: "text/plain", body: []), atMs: 3))
         store.eventLog.append(LogEvent(atMs: 4, sessionID: "s1", kind: "test", summary: "after"))
         let batches = store.eventLog.batchCount
         try await store.pool.write { db in try db.execute(sql: "PRAGMA max_page_count = 1073741823") }
@@ -119,6 +122,7 @@ struct StoreTests {
         #expect(store.eventLog.batchCount - batches == 1, "the rows and the events committed together")
         #expect(try store.session(id: "s1")?.phase == "ready", "a refused row stays queued, is written once the disk takes it, and the update after it applies to it")
         #expect(try store.paymentOrder(payeeReference: "p1")?.paymentOrderID == "/psp/paymentorders/1")
+        #expect(try store.idempotentAnswer(scope: "create", key: "k1") == first, "the first answer for a key is kept")
         await store.close()
     }
 
