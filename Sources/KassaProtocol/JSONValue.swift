@@ -166,6 +166,11 @@ struct JSONParser {
     let maxDepth: Int
     var index = 0
     var depth = 0
+    /// The members and elements of the containers being read, innermost last: one stack for the
+    /// whole document, so a container's own collection is allocated once at its final size
+    /// (appending to a collection per container regrew it several times per object).
+    var members: [(key: String, value: JSONValue, at: Int)] = []
+    var elements: [JSONValue] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -227,8 +232,9 @@ struct JSONParser {
             index += 1; depth -= 1
             return .object(object)
         }
-        // Members are gathered first so the dictionary is sized once, never regrown.
-        var members: [(key: String, value: JSONValue, at: Int)] = []
+        // Members are gathered on the stack first so the dictionary is sized once, never regrown.
+        let base = members.count
+        defer { members.removeSubrange(base...) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
@@ -238,15 +244,16 @@ struct JSONParser {
             index += 1
             skipWhitespace()
             let at = index
-            members.append((key, try parseValue(), at))
+            let value = try parseValue()
+            members.append((key, value, at))
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw fail("expected ',' or '}'")
         }
-        object.reserveCapacity(members.count)
-        for member in members {
+        object.reserveCapacity(members.count - base)
+        for member in members[base...] {
             if object.updateValue(member.value, forKey: member.key) != nil {
                 index = member.at
                 throw fail("duplicate member \"\(member.key)\"")
@@ -259,15 +266,17 @@ struct JSONParser {
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var array: [JSONValue] = []
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
             index += 1; depth -= 1
-            return .array(array)
+            return .array([])
         }
+        let base = elements.count
+        defer { elements.removeSubrange(base...) }
         while true {
             skipWhitespace()
-            array.append(try parseValue())
+            let element = try parseValue()
+            elements.append(element)
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -275,7 +284,7 @@ struct JSONParser {
             throw fail("expected ',' or ']'")
         }
         depth -= 1
-        return .array(array)
+        return .array(Array(elements[base...]))
     }
 
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {

@@ -77,13 +77,21 @@ public struct PaymentOutput: Sendable, Equatable {
     }
 
     /// Top-level operations followed by every method's, as the SDKs build their candidate list.
-    public var allOperations: [Operation] { operations + methods.flatMap(\.operations) }
+    /// Built at its final size (the machine asks for it several times per answer).
+    public var allOperations: [Operation] {
+        let fromMethods = methods.reduce(0) { $0 + $1.operations.count }
+        guard fromMethods > 0 else { return operations }
+        var all: [Operation] = []
+        all.reserveCapacity(operations.count + fromMethods)
+        all.append(contentsOf: operations)
+        for method in methods { all.append(contentsOf: method.operations) }
+        return all
+    }
 
     /// If any candidate is marked `next`, only those count (the SDKs' "prioritised operations").
     public var candidates: [Operation] {
         let all = allOperations
-        let next = all.filter(\.next)
-        return next.isEmpty ? all : next
+        return all.contains(where: \.next) ? all.filter(\.next) : all
     }
 
     public func operation(_ rel: OperationRel, method: String? = nil) -> Operation? {
