@@ -29,6 +29,8 @@ final class SwedbankPayClient: Sendable {
         var parent: ServiceContext = .current ?? .topLevel
         /// How many times this exchange was sent before (`http.request.resend_count`).
         var resendCount = 0
+        /// `url` as the allow-list check read it; nil: read when sent.
+        var parsedURL: UpstreamURL? = nil
     }
 
     /// Card calls (`SessionCall.takesLonger`) get three times the time of the others and half as
@@ -94,16 +96,19 @@ final class SwedbankPayClient: Sendable {
     }
 
     /// True when `href` is on an allowed upstream origin over http(s): no request goes elsewhere.
-    func isAllowed(_ href: String) -> Bool {
-        guard let url = UpstreamURL(href), url.scheme == "https" || url.scheme == "http" else { return false }
-        return allowedOrigins.contains(url.origin)
+    func isAllowed(_ href: String) -> Bool { allowedURL(href) != nil }
+
+    /// `href` as libcurl reads it, when it is on an allowed upstream origin over http(s).
+    func allowedURL(_ href: String) -> UpstreamURL? {
+        guard let url = UpstreamURL(href), url.scheme == "https" || url.scheme == "http", allowedOrigins.contains(url.origin) else { return nil }
+        return url
     }
 
     // MARK: One exchange
 
     /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON), and how long it took.
     func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?, durationMs: Double) {
-        let url = UpstreamURL(call.url)
+        let url = call.parsedURL ?? UpstreamURL(call.url)
         // The event log redacts what it is given (tokens in this path included).
         let path = url?.path ?? call.url
         let mediaType = call.version?.mediaType ?? "application/json"
@@ -286,7 +291,7 @@ final class SwedbankPayClient: Sendable {
 
     private func perform(_ call: SessionCall, sessionID: String, traceID: String, beacon: BeaconTarget?, span: any Span,
                          retries retry: inout Int) async -> SessionCallOutcome {
-        guard isAllowed(call.href) else {
+        guard let url = allowedURL(call.href) else {
             return .failed("the \(call.rel) operation points outside the allowed upstream hosts")
         }
         let started = ContinuousClock.now
@@ -300,7 +305,7 @@ final class SwedbankPayClient: Sendable {
             let exchangeStarted = clock.nowMs()
             let (result, document, durationMs) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
                                                      traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs,
-                                                     parent: span.context, resendCount: retry))
+                                                     parent: span.context, resendCount: retry, parsedURL: url))
             if let beacon {
                 let status: Int? = if case .success(let response) = result { response.status } else { nil }
                 postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(durationMs),
