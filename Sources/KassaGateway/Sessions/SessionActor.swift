@@ -212,7 +212,8 @@ actor SessionActor {
 
     /// The session's event-logging href: top level, never a `next` candidate, and kept once seen
     /// (the answer that ends the session may no longer list it, yet the end is reported too).
-    private var eventLoggingHref: String?
+    /// Checked against the allowed upstream once, when it is first seen or changes.
+    private var eventLoggingHref: SwedbankPayClient.EventLoggingHref?
 
     private var beaconTarget: SwedbankPayClient.BeaconTarget? {
         eventLoggingHref.map { .init(href: $0, device: machine.device) }
@@ -221,7 +222,9 @@ actor SessionActor {
     /// `cause`: the span of what led to these effects (the session's start, a command, an upstream
     /// call's outcome); the spans of the effects go below it.
     private func run(_ effects: [PaymentSessionMachine.Effect], cause: ServiceContext) async {
-        if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }) { eventLoggingHref = op.href }
+        if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }), op.href != eventLoggingHref?.href {
+            eventLoggingHref = environment.eventLogging(op.href)
+        }
         var fresh = false
         for effect in effects {
             switch effect {

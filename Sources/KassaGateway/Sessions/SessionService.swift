@@ -15,6 +15,8 @@ protocol SessionEnvironment: AnyObject, Sendable {
                  parent: ServiceContext) async -> (outcome: SessionCallOutcome, span: ServiceContext)
     /// Reports what Kassa did in the client's place to Swedbank Pay's event-logging, best effort.
     func beacon(_ event: ClientEvent, to target: SwedbankPayClient.BeaconTarget)
+    /// An event-logging href the session's beacons may go to; nil when it is off the allowed upstream.
+    func eventLogging(_ href: String) -> SwedbankPayClient.EventLoggingHref?
     /// Appends to the event log (written in the next batch).
     func record(_ event: LogEvent)
     func update(_ change: EventLog.SessionUpdate)
@@ -321,6 +323,7 @@ final class SessionService: SessionEnvironment {
     }
 
     func beacon(_ event: ClientEvent, to target: SwedbankPayClient.BeaconTarget) { swedbankPay.postBeacon(event, to: target) }
+    func eventLogging(_ href: String) -> SwedbankPayClient.EventLoggingHref? { swedbankPay.eventLogging(href) }
 
     func record(_ event: LogEvent) { store.eventLog.append(event) }
 

@@ -233,9 +233,19 @@ final class SwedbankPayClient: Sendable {
 
     // MARK: Beacons
 
+    /// An event-logging href found on an allowed upstream origin; only `eventLogging(_:)` makes
+    /// one, so a beacon needs no check of its own (a session checks its href once, not per beacon).
+    struct EventLoggingHref: Sendable, Equatable {
+        let href: String
+        fileprivate init(_ href: String) { self.href = href }
+    }
+
+    /// `href` as where a session's beacons go, when it is on an allowed upstream origin.
+    func eventLogging(_ href: String) -> EventLoggingHref? { isAllowed(href) ? EventLoggingHref(href) : nil }
+
     /// Where a session's beacons go: its event-logging href, and the device they describe.
     struct BeaconTarget: Sendable {
-        var href: String
+        var href: EventLoggingHref
         var device: ClientDevice
     }
 
@@ -243,8 +253,8 @@ final class SwedbankPayClient: Sendable {
     /// the session), outside the circuit breaker, never retried, and not written to the event
     /// log one by one; the outcome is counted (`kassa_beacons_total`). Swedbank Pay answers 204.
     func postBeacon(_ event: ClientEvent, to target: BeaconTarget) {
-        guard configuration.eventLogging, isAllowed(target.href) else { return }
-        let request = UpstreamRequest(method: "POST", url: target.href,
+        guard configuration.eventLogging else { return }
+        let request = UpstreamRequest(method: "POST", url: target.href.href,
                                       headers: [("Content-Type", "application/json"), ("Accept", "application/json")],
                                       body: event.body(device: target.device).bytes,
                                       connectTimeoutMs: min(1_000, configuration.upstreamTimeoutMs),
