@@ -117,7 +117,7 @@ enum Migrations {
             // A session's events found through a table the event log's writer fills in bulk
             // (`EventLog.indexSessionEvents`) instead of an index kept on every insert. Concurrent
             // sessions' events land in different leaves, so that index rewrote about one 2 KiB leaf
-            // per event, a quarter of the WAL's frames; filled a second's worth at a time, a session's
+            // per event, a quarter of the WAL's frames; filled thousands of events at a time, a session's
             // entries share a leaf. Events past `upto` are not in it yet: readers look at them directly.
             try db.execute(sql: """
                 CREATE TABLE session_events (

@@ -212,7 +212,8 @@ actor SessionActor {
 
     /// The session's event-logging href: top level, never a `next` candidate, and kept once seen
     /// (the answer that ends the session may no longer list it, yet the end is reported too).
-    /// Checked against the allowed upstream once, when it is first seen or changes.
+    /// Checked against the allowed upstream when it is first seen or changes; one off it is not
+    /// kept (no beacon goes there), so it is checked again with the next answer that lists it.
     private var eventLoggingHref: SwedbankPayClient.EventLoggingHref?
 
     private var beaconTarget: SwedbankPayClient.BeaconTarget? {
