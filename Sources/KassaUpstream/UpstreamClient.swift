@@ -37,6 +37,15 @@ public final class UpstreamClient: Sendable {
         }
         return try result.get()
     }
+
+    /// Sends `request` and hands its outcome to `completion` on the curl thread, so `completion`
+    /// must be quick and never block. For exchanges nobody waits for (beacons): they need no
+    /// task, and no hop to the Swift pool when they finish.
+    public func send(_ request: UpstreamRequest, completion: @escaping @Sendable (Result<UpstreamResponse, UpstreamError>) -> Void) {
+        let transfer = Transfer(request: request, maxResponseBytes: maxResponseBytes)
+        transfer.completion = completion
+        engine.submit(transfer)
+    }
 }
 
 /// One exchange in flight; touched by the curl thread only once submitted.
@@ -47,6 +56,7 @@ final class Transfer: @unchecked Sendable {
     let request: UpstreamRequest
     let maxResponseBytes: Int
     var continuation: CheckedContinuation<Result<UpstreamResponse, UpstreamError>, Never>?
+    var completion: (@Sendable (Result<UpstreamResponse, UpstreamError>) -> Void)?
     var easy: UnsafeMutableRawPointer?
     var headerList: UnsafeMutablePointer<curl_slist>?
     var status = 0
@@ -64,6 +74,8 @@ final class Transfer: @unchecked Sendable {
     func finish(_ result: Result<UpstreamResponse, UpstreamError>) {
         continuation?.resume(returning: result)
         continuation = nil
+        completion?(result)
+        completion = nil
     }
 }
 

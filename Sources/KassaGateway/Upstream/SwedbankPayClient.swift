@@ -259,14 +259,12 @@ final class SwedbankPayClient: Sendable {
                                       body: event.body(device: target.device).bytes,
                                       connectTimeoutMs: min(1_000, configuration.upstreamTimeoutMs),
                                       totalTimeoutMs: min(2_000, configuration.upstreamTimeoutMs))
-        Task { [http, metrics] in
-            let outcome: String
-            do {
-                outcome = try await http.send(request).status == 204 ? "sent" : "refused"
-            } catch {
-                outcome = "failed"
+        // Counted on the curl thread when it ends: a beacon costs no task of its own.
+        http.send(request) { [metrics] result in
+            switch result {
+            case .success(let response): metrics.beacon(outcome: response.status == 204 ? "sent" : "refused")
+            case .failure: metrics.beacon(outcome: "failed")
             }
-            metrics.beacon(outcome: outcome)
         }
     }
 
