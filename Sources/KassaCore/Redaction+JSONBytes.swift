@@ -73,7 +73,7 @@ private struct RedactingCopy {
         let n = word.utf8CodeUnitCount
         guard input.count - i >= n else { return false }
         for k in 0..<n where input[i + k] != word.utf8Start[k] { return false }
-        out.append(contentsOf: input[i..<(i + n)])
+        copy(i..<(i + n))
         i += n
         return true
     }
@@ -112,7 +112,7 @@ private struct RedactingCopy {
         } else {
             rule = Redaction.rule(forName: rawName)
         }
-        out.append(contentsOf: input[name.range])
+        copy(name.range)
         skipSpace()
         guard i < input.count, input[i] == UInt8(ascii: ":") else { return false }
         out.append(UInt8(ascii: ":"))
@@ -139,7 +139,7 @@ private struct RedactingCopy {
             return value()
         case UInt8(ascii: "\""):
             guard let raw = scanString(), let text = decode(raw) else { return false }
-            if text == Redaction.placeholder { out.append(contentsOf: input[raw.range]); return true }
+            if text == Redaction.placeholder { copy(raw.range); return true }
         default:
             // Read through (it must be well formed), then dropped.
             guard value() else { return false }
@@ -153,12 +153,12 @@ private struct RedactingCopy {
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
         if !raw.escaped, !Redaction.mayRedact(rawString: contents(of: raw)) {
-            out.append(contentsOf: input[raw.range])
+            copy(raw.range)
             return true
         }
         guard let text = decode(raw) else { return false }
         let redacted = Redaction.redactText(text)
-        if redacted == text { out.append(contentsOf: input[raw.range]) } else { JSONValue.writeString(redacted, into: &out) }
+        if redacted == text { copy(raw.range) } else { JSONValue.writeString(redacted, into: &out) }
         return true
     }
 
@@ -188,11 +188,11 @@ private struct RedactingCopy {
         let text = input[start..<i]
         // Read as the parser reads it (a finite double) unless it is a short whole number.
         guard !plain || whole >= 10 else {
-            out.append(contentsOf: text)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: text))
             return true
         }
         guard let n = Double(String(decoding: UnsafeBufferPointer(rebasing: text), as: UTF8.self)), n.isFinite else { return false }
-        if let replaced = Redaction.redactedNumber(n) { replaced.write(into: &out) } else { out.append(contentsOf: text) }
+        if let replaced = Redaction.redactedNumber(n) { replaced.write(into: &out) } else { out.append(contentsOf: UnsafeBufferPointer(rebasing: text)) }
         return true
     }
 
@@ -213,6 +213,11 @@ private struct RedactingCopy {
             i += 1
         }
         return nil
+    }
+
+    /// Copies input bytes as they are (one memcpy, not a generic slice append).
+    private mutating func copy(_ range: Range<Int>) {
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: input[range]))
     }
 
     /// A scanned string's bytes between its quotes, as written (escapes not undone).

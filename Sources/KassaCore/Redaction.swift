@@ -31,35 +31,38 @@ public enum Redaction {
     /// What a member name asks of its value.
     enum KeyRule { case secret, suffix }
 
-    /// The names and name parts above as bytes, back to back in one array: a member name is
-    /// matched byte by byte against the names of its length and then the parts, without
-    /// lower-casing or hashing it, and without retaining an array per candidate (every member of
-    /// every logged body is looked up here).
-    private struct NameTable {
+    /// The names and name parts above as bytes, back to back: a member name is matched byte by
+    /// byte against the names of its length, then against the parts that begin with each of its
+    /// letters, without lower-casing or hashing it (every member of every logged body is looked up
+    /// here). Built once into buffers kept for the process's life, so a lookup retains nothing.
+    private struct NameTable: @unchecked Sendable {   // its buffers are written only by init
         struct Entry { var start: Int; var count: Int; var rule: KeyRule }
-        var bytes: [UInt8] = []
+        let bytes: UnsafeBufferPointer<UInt8>
         /// Whole names, by length: `names[byLength[n]..<byLength[n + 1]]` are the names n bytes long.
-        var names: [Entry] = []
-        var byLength: [Int] = []
-        var parts: [Entry] = []
-        /// The lower-case letters a part begins with, as bits from `a`: most bytes of a name begin none.
-        var partStarts: UInt32 = 0
+        let names: UnsafeBufferPointer<Entry>
+        let byLength: UnsafeBufferPointer<Int>
+        /// Parts, by first letter: `parts[byLetter[l]..<byLetter[l + 1]]` begin with letter l (0 is `a`).
+        let parts: UnsafeBufferPointer<Entry>
+        let byLetter: UnsafeBufferPointer<Int>
 
         init() {
-            var whole = secretKeys.map { (Array($0.utf8), KeyRule.secret) } + suffixKeys.map { (Array($0.utf8), KeyRule.suffix) }
-            whole.sort { $0.0.count < $1.0.count }
-            let longest = whole.last?.0.count ?? 0
-            for (name, rule) in whole { names.append(add(name, rule)) }
-            byLength = (0...longest + 1).map { n in names.firstIndex { $0.count >= n } ?? names.count }
-            for part in secretNameParts {
-                parts.append(add(part, .secret))
-                partStarts |= 1 << UInt32(part[0] - 0x61)
+            var bytes: [UInt8] = []
+            func entry(_ name: [UInt8], _ rule: KeyRule) -> Entry {
+                defer { bytes += name }
+                return Entry(start: bytes.count, count: name.count, rule: rule)
             }
-        }
-
-        private mutating func add(_ name: [UInt8], _ rule: KeyRule) -> Entry {
-            defer { bytes += name }
-            return Entry(start: bytes.count, count: name.count, rule: rule)
+            let names = (secretKeys.map { (Array($0.utf8), KeyRule.secret) } + suffixKeys.map { (Array($0.utf8), KeyRule.suffix) })
+                .sorted { $0.0.count < $1.0.count }.map { entry($0.0, $0.1) }
+            let byLength = (0...(names.last?.count ?? 0) + 1).map { n in names.firstIndex { $0.count >= n } ?? names.count }
+            precondition(secretNameParts.allSatisfy { $0.count >= 3 && (0x61...0x7A).contains($0[0]) })
+            let parts = secretNameParts.sorted { $0[0] < $1[0] }.map { entry($0, .secret) }
+            let byLetter = (0...26).map { l in parts.firstIndex { Int(bytes[$0.start]) - 0x61 >= l } ?? parts.count }
+            func kept<T>(_ array: [T]) -> UnsafeBufferPointer<T> {
+                let buffer = UnsafeMutableBufferPointer<T>.allocate(capacity: array.count)
+                _ = buffer.initialize(from: array)
+                return UnsafeBufferPointer(buffer)
+            }
+            (self.bytes, self.names, self.byLength, self.parts, self.byLetter) = (kept(bytes), kept(names), kept(byLength), kept(parts), kept(byLetter))
         }
     }
     private static let nameTable = NameTable()
@@ -81,25 +84,30 @@ public enum Redaction {
             return suffixKeys.contains(lower) ? .suffix : nil
         }
         let table = nameTable
-        return table.bytes.withUnsafeBufferPointer { names in
-            func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
-            func matches(_ entry: NameTable.Entry, at offset: Int) -> Bool {
-                for i in 0..<entry.count where lower(b[offset + i]) != names[entry.start + i] { return false }
-                return true
+        func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
+        func matches(_ entry: NameTable.Entry, at offset: Int) -> Bool {
+            var k = 0
+            while k < entry.count {
+                if lower(b[offset + k]) != table.bytes[entry.start + k] { return false }
+                k += 1
             }
-            if b.count + 1 < table.byLength.count {
-                for entry in table.names[table.byLength[b.count]..<table.byLength[b.count + 1]] where matches(entry, at: 0) {
-                    return entry.rule
-                }
-            }
-            guard b.count >= 3 else { return nil }
-            for offset in 0..<(b.count - 2) {
-                let letter = lower(b[offset]) &- 0x61
-                guard letter < 26, table.partStarts & (1 << UInt32(letter)) != 0 else { continue }
-                for part in table.parts where part.count <= b.count - offset && matches(part, at: offset) { return .secret }
-            }
-            return nil
+            return true
         }
+        if b.count + 1 < table.byLength.count {
+            for n in table.byLength[b.count]..<table.byLength[b.count + 1] where matches(table.names[n], at: 0) {
+                return table.names[n].rule
+            }
+        }
+        guard b.count >= 3 else { return nil }
+        for offset in 0..<(b.count - 2) {
+            let letter = Int(lower(b[offset])) - 0x61
+            guard letter >= 0, letter < 26 else { continue }
+            for n in table.byLetter[letter]..<table.byLetter[letter + 1] {
+                let part = table.parts[n]
+                if part.count <= b.count - offset && matches(part, at: offset) { return .secret }
+            }
+        }
+        return nil
     }
 
     /// Keeps the last four characters of a personal value so support can still search for it.

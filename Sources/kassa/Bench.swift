@@ -8,7 +8,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks (see bench/README.md).",
         shouldDisplay: false,
-        subcommands: [EventLogBench.self]
+        subcommands: [EventLogBench.self, RedactionBench.self]
     )
 }
 
@@ -97,5 +97,39 @@ struct EventLogBench: AsyncParsableCommand {
         let sorted = samples.sorted()
         func p(_ q: Double) -> JSONValue { .number((sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] * 1000).rounded() / 1000) }
         return ["p50": p(0.5), "p90": p(0.9), "p99": p(0.99), "max": .number(((sorted.last ?? 0) * 1000).rounded() / 1000)]
+    }
+}
+
+/// The event log's copy of upstream bodies: `Redaction.redactJSON` and, for comparison,
+/// `JSONValue.parse`, in ns a byte over the given documents (bench/redaction.sh saves the canned
+/// upstream's answers for it).
+struct RedactionBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "redaction")
+
+    @Argument(help: "JSON documents to copy.")
+    var files: [String]
+    @Option(help: "Seconds per measurement.")
+    var seconds: Double = 2
+
+    func run() async throws {
+        let bodies = try files.map { [UInt8](try Data(contentsOf: URL(fileURLWithPath: $0))) }
+        let bytes = bodies.reduce(0) { $0 + $1.count }
+        /// ns a byte of `work` over every body, repeated for `seconds`.
+        func measure(_ work: ([UInt8]) -> Int) -> Double {
+            var rounds = 0, sink = 0
+            let started = ContinuousClock.now
+            while started.duration(to: .now) < .milliseconds(Int64(seconds * 1000)) {
+                for body in bodies { sink &+= work(body) }
+                rounds += 1
+            }
+            precondition(sink != 0)
+            return started.duration(to: .now).inSeconds * 1e9 / Double(rounds * bytes)
+        }
+        let redacted = measure { Redaction.redactJSON($0)?.count ?? 0 }
+        let parsed = measure { (try? JSONValue.parse($0)) == nil ? 0 : 1 }
+        let report: JSONValue = ["documents": .number(Double(bodies.count)), "bytes": .number(Double(bytes)),
+                                 "redactJSONNsPerByte": .number((redacted * 100).rounded() / 100),
+                                 "parseNsPerByte": .number((parsed * 100).rounded() / 100)]
+        print(report.text)
     }
 }
