@@ -12,7 +12,7 @@
 #   KASSA_BENCH_PIN=G:H pins the gateway to CPUs G and the simulator and client to CPUs H (taskset),
 #     e.g. 1:0, so the harness does not take the gateway's core.
 #   KASSA_BENCH_ALLOCS=1 counts the gateway's malloc calls with a perf uprobe on libc's malloc (Swift's
-#     allocations end there too) and reports allocationsPerFlow. The probe costs microseconds a call,
+#     allocations end there too) and reports allocationsPerFlow, and the Swift pool's jobs (swift_job_run) as poolJobs. The probe costs microseconds a call,
 #     so take the other figures from a run without it.
 #   KASSA_BENCH_UPSTREAM=canned answers upstream calls with `kassa sim --canned` (from the client's
 #     binary): the simulator's card-payment answers replayed, a few µs each, so the harness's share of
@@ -66,7 +66,10 @@ allocs_pid=
 if [ "${KASSA_BENCH_ALLOCS:-0}" = 1 ]; then
   libc=$(ldd "$kassa" | awk '/libc\.so\.6/ {print $3}')
   perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" --add malloc
-  perf stat -e probe_libc:malloc -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
+  # And the jobs the Swift pool runs (a task's start or resumption each): the hand-offs a flow costs.
+  concurrency=$(ldd "$kassa" | awk '/libswift_Concurrency\.so/ {print $3}')
+  perf probe -l 2>/dev/null | grep -q 'swift_job_run ' || perf probe -q -x "$concurrency" --add swift_job_run
+  perf stat -e probe_libc:malloc -e "$(perf probe -l 2>/dev/null | awk '/swift_job_run / {print $1; exit}')" -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
 fi
 status=0
 ${KASSA_BENCH_LOAD_PREFIX:-} "${harness_pin[@]}" $client load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
@@ -119,12 +122,14 @@ def bucket_quantile(name, q):   # as Prometheus's histogram_quantile: linear wit
         lower, below = le, count
 completed = report["completed"]
 # perf stat's CSV line: count,unit,event,… (only with KASSA_BENCH_ALLOCS=1).
-allocations = None
+allocations = jobs = None
 try:
     for line in open(out + "/allocs.csv"):
         fields = line.split(",")
         if len(fields) > 2 and fields[2] == "probe_libc:malloc" and fields[0].isdigit():
             allocations = int(fields[0])
+        if len(fields) > 2 and fields[2].endswith(":swift_job_run") and fields[0].isdigit():
+            jobs = int(fields[0])
 except FileNotFoundError:
     pass
 t0, t1 = thread_ticks("start"), thread_ticks("end")
@@ -164,6 +169,7 @@ print(json.dumps({
         "contextSwitches": per_flow(switches[1] - switches[0]),
         "eventLogCommits": per_flow(metric("kassa_eventlog_batch_size_count") or 0, 2),
         "allocations": per_flow(allocations, 0) if allocations is not None else None,
+        "poolJobs": per_flow(jobs) if jobs is not None else None,
     },
     "threadCpuUsPerFlow": {k: per_flow((t1[k] - t0.get(k, 0)) * 1e6 / int(sys.argv[7]), 0) for k in sorted(t1) if t1[k] - t0.get(k, 0) > 0},
     # Upstream exchanges (session calls and event-logging beacons) per flow, and the curl thread's
