@@ -38,9 +38,9 @@ public final class UpstreamClient: Sendable {
         return try result.get()
     }
 
-    /// Sends `request` and hands its outcome to `completion` on the curl thread, so `completion`
-    /// must be quick and never block. For exchanges nobody waits for (beacons): they need no
-    /// task, and no hop to the Swift pool when they finish.
+    /// Sends `request` and hands its outcome to `completion` on the curl thread (on the caller's,
+    /// at once, when the client has stopped), so `completion` must be quick and never block. For
+    /// exchanges nobody waits for (beacons): they need no task, and no hop to the Swift pool.
     public func send(_ request: UpstreamRequest, completion: @escaping @Sendable (Result<UpstreamResponse, UpstreamError>) -> Void) {
         let transfer = Transfer(request: request, maxResponseBytes: maxResponseBytes)
         transfer.completion = completion

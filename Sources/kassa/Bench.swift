@@ -113,6 +113,9 @@ struct RedactionBench: AsyncParsableCommand {
 
     func run() async throws {
         let bodies = try files.map { [UInt8](try Data(contentsOf: URL(fileURLWithPath: $0))) }
+        guard !bodies.isEmpty, bodies.allSatisfy({ Redaction.redactJSON($0) != nil }) else {
+            throw ValidationError("every file must hold one JSON document")
+        }
         let bytes = bodies.reduce(0) { $0 + $1.count }
         /// ns a byte of `work` over every body, repeated for `seconds`.
         func measure(_ work: ([UInt8]) -> Int) -> Double {

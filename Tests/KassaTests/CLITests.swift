@@ -103,6 +103,23 @@ struct CLITests {
         #expect(!p.stdout.contains(key))
     }
 
+    @Test("log lines are written off the caller's thread, each whole, and the last ones before exit are not lost")
+    func logLinesAtExit() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("k.sqlite"), "--upstream-url", "http://127.0.0.1:1/",
+                                  "--api-keys", "k", "--admin-token", "a"])
+        _ = try await onThread { p.waitForLog(message: "listening") }
+        p.signal(SIGTERM)
+        #expect(try await onThread { p.waitForExit() } == 0)
+        // "stopped" is logged just before the process exits: the writer thread has no time to
+        // write it, so it is there only if what waits is written at exit.
+        let lines = p.stdout.split(separator: "\n")
+        #expect(lines.allSatisfy { (try? JSONValue.parse(String($0)))?["message"] != nil }, "\(p.stdout)")
+        #expect(lines.compactMap { (try? JSONValue.parse(String($0)))?["message"]?.stringValue }.suffix(2) == ["stopping", "stopped"],
+                "\(p.stdout)")
+    }
+
     @Test("kassa serve prints where to go next: the demo and admin URLs with the generated key and token, and the events command")
     func welcome() async throws {
         let dir = TempDirectory()

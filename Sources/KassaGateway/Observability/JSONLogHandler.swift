@@ -64,6 +64,13 @@ public struct JSONLogHandler: LogHandler {
 }
 
 /// Where log lines go: standard output, or memory (for tests that read the logs).
+///
+/// Standard output is written by a thread of its own, 10 ms after a first line waits or sooner
+/// once 64 KiB wait, one write(2) for all the lines waiting: whoever logs (a session on the Swift pool, the edge's
+/// thread) only appends to a buffer, and is never held up by a pipe or a log collector that reads
+/// slowly. Lines stay whole and in order. Past 8 MiB waiting, new lines are dropped and counted,
+/// and a warning says how many once output moves again. What waits is written at exit (`atexit`);
+/// a crash loses at most the last 10 ms.
 public final class LogSink: Sendable {
     private let lines = Mutex<[UInt8]?>(nil)
 
@@ -79,19 +86,69 @@ public final class LogSink: Sendable {
             buffer!.append(contentsOf: bytes)
             return true
         }
-        if !captured {
-            // One write(2) a line, so lines from several threads never interleave.
-            bytes.withUnsafeBytes { raw in
-                var offset = 0
-                while offset < raw.count {
-                    let n = Foundation.write(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
-                    if n <= 0 { break }
-                    offset += n
-                }
-            }
-        }
+        if !captured { Self.queue(bytes) }
     }
 
     /// Everything captured so far.
     public var text: String { lines.withLock { String(decoding: $0 ?? [], as: UTF8.self) } }
+
+    // MARK: Standard output, one per process
+
+    private static let waiting = Mutex<(bytes: [UInt8], dropped: Int, writerStarted: Bool)>(([], 0, false))
+    /// Held while lines are taken and written, so two flushes (the thread's, exit's) keep their order.
+    private static let writing = Mutex<Void>(())
+    private static let wake = DispatchSemaphore(value: 0)
+    static let wakeAtBytes = 64 << 10
+    static let maxWaitingBytes = 8 << 20
+    static let interval = 0.010
+
+    private static func queue(_ bytes: [UInt8]) {
+        let (start, signal) = waiting.withLock { w -> (Bool, Bool) in
+            let before = w.bytes.count
+            if before + bytes.count > maxWaitingBytes { w.dropped += 1 } else { w.bytes.append(contentsOf: bytes) }
+            defer { w.writerStarted = true }
+            // The first line wakes the writer; so does passing 64 KiB, to cut its gathering short.
+            return (!w.writerStarted, before == 0 || (before < wakeAtBytes && w.bytes.count >= wakeAtBytes))
+        }
+        if start {
+            atexit { LogSink.flush() }
+            Thread.named("kassa-log") {
+                while true {
+                    wake.wait()
+                    // Gathers what follows for 10 ms (less once 64 KiB wait): one write(2) for all of it.
+                    _ = wake.wait(timeout: .now() + interval)
+                    flush()
+                }
+            }.start()
+        }
+        if signal { wake.signal() }
+    }
+
+    /// Writes what waits, now, on the caller's thread.
+    static func flush() {
+        writing.withLock { _ in
+            let (bytes, dropped) = waiting.withLock { w -> ([UInt8], Int) in
+                defer { (w.bytes, w.dropped) = ([], 0) }
+                return (w.bytes, w.dropped)
+            }
+            writeOut(bytes)
+            if dropped > 0 {
+                let warning: JSONValue = ["at": .string(JSONLogHandler.timestamp()), "level": "warning", "label": "kassa",
+                                          "message": .string("\(dropped) log lines dropped: standard output did not keep up")]
+                writeOut(warning.bytes + [0x0A])
+            }
+        }
+    }
+
+    private static func writeOut(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Foundation.write(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                offset += n
+            }
+        }
+    }
 }
