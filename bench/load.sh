@@ -12,8 +12,9 @@
 #   KASSA_BENCH_PIN=G:H pins the gateway to CPUs G and the simulator and client to CPUs H (taskset),
 #     e.g. 1:0, so the harness does not take the gateway's core.
 #   KASSA_BENCH_ALLOCS=1 counts the gateway's malloc calls with a perf uprobe on libc's malloc (Swift's
-#     allocations end there too) and reports allocationsPerFlow, and the Swift pool's jobs (swift_job_run) as poolJobs. The probe costs microseconds a call,
-#     so take the other figures from a run without it.
+#     allocations end there too) and reports allocationsPerFlow, and the Swift pool's jobs (a uprobe on
+#     swift_job_run) as poolJobs. The probes cost microseconds a call, so take the other figures from a
+#     run without them.
 #   KASSA_BENCH_UPSTREAM=canned answers upstream calls with `kassa sim --canned` (from the client's
 #     binary): the simulator's card-payment answers replayed, a few µs each, so the harness's share of
 #     the machine is small. Card flows only (flows.json, push.json).
