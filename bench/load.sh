@@ -34,7 +34,9 @@ if [ -n "${KASSA_BENCH_PIN:-}" ]; then gw_pin=(taskset -c "${KASSA_BENCH_PIN%%:*
 source bench/caps.sh
 mapfile -t caps < <(serve_caps "$kassa")
 # Pushes stamped to the microsecond where the build can (a millisecond stamp errs by up to 1 ms).
-if $kassa serve --help 2>&1 | grep -q -- --push-stamps; then caps+=(--push-stamps us); fi
+# (Read whole before it is searched, as in caps.sh: `grep -q` in a pipefail pipeline fails at random.)
+serve_help=$($kassa serve --help 2>&1 || true)
+if [[ $serve_help == *--push-stamps* ]]; then caps+=(--push-stamps us); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
 upstream=($kassa sim --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}")
 [ "${KASSA_BENCH_UPSTREAM:-sim}" = canned ] && upstream=($client sim --canned)
@@ -66,11 +68,12 @@ sampler=$!
 allocs_pid=
 if [ "${KASSA_BENCH_ALLOCS:-0}" = 1 ]; then
   libc=$(ldd "$kassa" | awk '/libc\.so\.6/ {print $3}')
-  perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" --add malloc
+  probes=$(perf probe -l 2>/dev/null || true)
+  [[ $probes == *'probe_libc:malloc '* ]] || perf probe -q -x "$libc" --add malloc
   # And the jobs the Swift pool runs (a task's start or resumption each): the hand-offs a flow costs.
   concurrency=$(ldd "$kassa" | awk '/libswift_Concurrency\.so/ {print $3}')
-  perf probe -l 2>/dev/null | grep -q 'swift_job_run ' || perf probe -q -x "$concurrency" --add swift_job_run
-  perf stat -e probe_libc:malloc -e "$(perf probe -l 2>/dev/null | awk '/swift_job_run / {print $1; exit}')" -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
+  [[ $probes == *'swift_job_run '* ]] || perf probe -q -x "$concurrency" --add swift_job_run
+  perf stat -e probe_libc:malloc -e "$(perf probe -l 2>/dev/null | awk '/swift_job_run / && !n++ {print $1}')" -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
 fi
 status=0
 ${KASSA_BENCH_LOAD_PREFIX:-} "${harness_pin[@]}" $client load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
