@@ -244,7 +244,7 @@ extension MerchantAPI {
         if operation == "SetInstrument" { _ = input.string("paymentorder.instrument", maxLength: 64) }
         if operation == "Abort" { _ = input.string("paymentorder.abortReason", required: false, maxLength: 200) }
         if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
-        guard let href, let url = UpstreamURL(href), swedbankPay.isAllowed(href) else {
+        guard let href, let url = swedbankPay.allowedURL(href) else {
             throw MerchantProblem.badRequest("href", "must be an operation href on the Swedbank Pay host")
         }
         let record: Store.PaymentOrderRecord?
