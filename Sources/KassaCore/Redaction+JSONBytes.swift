@@ -152,13 +152,26 @@ private struct RedactingCopy {
     /// A string value: copied as it is unless `redactText` changes it.
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
-        if !raw.escaped, !Redaction.mayRedact(rawString: contents(of: raw)) {
+        let text = contents(of: raw)
+        if !raw.escaped, !Redaction.mayRedact(rawString: text) {
             copy(raw.range)
             return true
         }
-        guard let text = decode(raw) else { return false }
-        let redacted = Redaction.redactText(text)
-        if redacted == text { copy(raw.range) } else { JSONValue.writeString(redacted, into: &out) }
+        // ASCII without escapes (hrefs, dates): redacted where it lies, and written back as it
+        // comes out, since neither it nor what redaction puts in holds anything JSON escapes.
+        if !raw.escaped, !text.contains(where: { $0 >= 0x80 }) {
+            guard let redacted = Redaction.redactedText(text) else {
+                copy(raw.range)
+                return true
+            }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: redacted)
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        guard let decoded = decode(raw) else { return false }
+        let redacted = Redaction.redactText(decoded)
+        if redacted == decoded { copy(raw.range) } else { JSONValue.writeString(redacted, into: &out) }
         return true
     }
 

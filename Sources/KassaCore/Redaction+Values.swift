@@ -15,21 +15,22 @@ extension Redaction {
     enum Finding { case card, phone, nationalID }
 
     /// `s` with every value above replaced; `s` itself when there is none (most strings).
-    public static func redactValues(_ s: String) -> String {
-        // Looked at in place first: most strings hold nothing to find, and copying each one's bytes
-        // was a large part of logging a body.
+    public static func redactValues(_ s: String) -> String { onUTF8(s, redactedValues) }
+
+    /// `redactValues` on bytes; nil when nothing is found.
+    static func redactedValues(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        // Looked at in place first: most strings hold nothing to find.
         // Nothing found has fewer than 8 digits in one stretch, unless it is an e-mail address (@, or %40 in a URL).
-        var stretch = DigitStretch(), mark = false, long = false
-        for c in s.utf8 {
-            if stretch.take(c) { long = true } else if c == 0x40 || c == 0x25 { mark = true }   // @ %
-        }
-        guard mark || long else { return s }
-        return scanValues(s)
+        var stretch = DigitStretch()
+        guard b.contains(where: { stretch.take($0) || $0 == 0x40 || $0 == 0x25 }) else { return nil }   // @ %
+        return scannedValues(b)
     }
 
     /// `redactValues` without its shortcut: every string scanned (the tests hold the shortcut to it).
-    package static func scanValues(_ s: String) -> String {
-        var bytes = Array(s.utf8)
+    package static func scanValues(_ s: String) -> String { onUTF8(s, scannedValues) }
+
+    static func scannedValues(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var bytes = Array(b)
         var changed = false
         // Until nothing changes: a replacement can split a group of digits into ones that are
         // numbers of their own (a second pass over the result must find nothing more).
@@ -39,7 +40,7 @@ extension Redaction {
             guard changedNow else { break }
             changed = true
         }
-        return changed ? String(decoding: bytes, as: UTF8.self) : s
+        return changed ? bytes : nil
     }
 
     /// A number's digits, when they would be redacted as text: a card number or national id
@@ -298,7 +299,7 @@ extension Redaction {
                 return digits >= 8
             }
             // A joiner keeps the count only if a digit follows it: the next byte decides.
-            let joins = afterDigit && (c == 0x20 || c == 0x2D || c == 0x2B || (0x41...0x46).contains(c) || (0x55...0x59).contains(c))
+            let joins = afterDigit && (c == 0x20 || c == 0x2D || c == 0x2B || (c >= 0x41 && c <= 0x46) || (c >= 0x55 && c <= 0x59))
             if !joins { digits = 0 }
             afterDigit = false
             return false

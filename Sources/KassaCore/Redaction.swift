@@ -170,18 +170,37 @@ public enum Redaction {
 
     /// Free text (a summary, a URL, a message): secret query parameters, long tokens, and
     /// personal data found by its value.
-    public static func redactText(_ s: String) -> String {
-        redactValues(redactTokens(redactURLQuery(s)))
+    public static func redactText(_ s: String) -> String { onUTF8(s, redactedText) }
+
+    /// `text` redacted as `redactText` redacts it, or nil when nothing changes (most text). Works
+    /// on the bytes where they lie: every string of a logged body that could hold something
+    /// comes here, and a `String` for each was most of what logging a body cost.
+    static func redactedText(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var redacted: [UInt8]? = nil
+        func apply(_ stage: (UnsafeBufferPointer<UInt8>) -> [UInt8]?) {
+            let next = if let redacted { redacted.withUnsafeBufferPointer(stage) } else { stage(text) }
+            if let next { redacted = next }
+        }
+        apply(redactedURLQuery)
+        apply(redactedTokens)
+        apply(redactedValues)
+        return redacted
+    }
+
+    /// `s` through a stage that works on bytes; `s` itself when the stage changes nothing.
+    static func onUTF8(_ s: String, _ stage: (UnsafeBufferPointer<UInt8>) -> [UInt8]?) -> String {
+        var s = s   // a native string's bytes are read in place; another is made native once
+        return s.withUTF8(stage).map { String(decoding: $0, as: UTF8.self) } ?? s
     }
 
     /// Secrets also travel inside URLs (`?token=…`): their values are replaced.
-    /// Works on UTF-8 bytes, and returns the string untouched when it has no query
-    /// (every string of every logged upstream body passes through here).
-    public static func redactURLQuery(_ s: String) -> String {
-        let hasQuery = s.utf8.withContiguousStorageIfAvailable { $0.contains(where: { $0 == 0x3F || $0 == 0x26 }) }   // ? &
-        guard hasQuery ?? true else { return s }
-        let b = Array(s.utf8)
+    public static func redactURLQuery(_ s: String) -> String { onUTF8(s, redactedURLQuery) }
+
+    /// `redactURLQuery` on bytes; nil when there is no query or nothing in it is redacted.
+    static func redactedURLQuery(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard b.contains(where: { $0 == 0x3F || $0 == 0x26 }) else { return nil }   // ? &
         func isSeparator(_ c: UInt8) -> Bool { c == 0x3F || c == 0x26 || c == 0x3B }   // ? & ;
+        func bytes(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: b[range]) }
         var out: [UInt8] = []
         out.reserveCapacity(b.count)
         var i = 0
@@ -189,57 +208,53 @@ public enum Redaction {
         while i < b.count {
             guard let eq = b[i...].firstIndex(of: 0x3D) else { break }   // =
             let nameStart = b[i..<eq].lastIndex(where: isSeparator).map { $0 + 1 }
-            out.append(contentsOf: b[i...eq])
+            out.append(contentsOf: bytes(i..<(eq + 1)))
             let valueStart = eq + 1
             let valueEnd = b[valueStart...].firstIndex(where: { $0 == 0x26 || $0 == 0x23 || $0 == 0x3B }) ?? b.count   // & # ;
-            let value = b[valueStart..<valueEnd]
-            if let nameStart {
-                let rule = rule(forKey: String(decoding: b[nameStart..<eq], as: UTF8.self))
-                if rule == .secret {
-                    out.append(contentsOf: placeholder.utf8)
-                    changed = true
-                } else if rule == .suffix {
-                    out.append(contentsOf: suffix(String(decoding: value, as: UTF8.self)).utf8)
-                    changed = true
-                } else {
-                    out.append(contentsOf: value)
-                }
-            } else {
+            let value = bytes(valueStart..<valueEnd)
+            switch nameStart.flatMap({ rule(forName: bytes($0..<eq)) }) {
+            case .secret?:
+                out.append(contentsOf: placeholder.utf8)
+                changed = true
+            case .suffix?:
+                out.append(contentsOf: suffix(String(decoding: value, as: UTF8.self)).utf8)
+                changed = true
+            case nil:
                 out.append(contentsOf: value)
             }
             i = valueEnd
         }
-        guard changed else { return s }
-        out.append(contentsOf: b[i...])
-        return String(decoding: out, as: UTF8.self)
+        guard changed else { return nil }
+        out.append(contentsOf: bytes(i..<b.count))
+        return out
     }
 
     /// Runs of 40 or more hex digits are tokens (Swedbank Pay session tokens
     /// sit in URL paths, client tokens are 48): only their last 6 digits stay.
     /// Kassa's own ids are 32 digits and stay searchable.
-    public static func redactTokens(_ s: String) -> String {
-        func isHex(_ c: UInt8) -> Bool { (0x30...0x39).contains(c) || (0x41...0x46).contains(c) || (0x61...0x66).contains(c) }
-        return s.utf8.withContiguousStorageIfAvailable { b -> String in
-            var out: [UInt8]? = nil
-            var copied = 0
-            var i = 0
-            while i < b.count {
-                guard isHex(b[i]) else { i += 1; continue }
-                var j = i
-                while j < b.count && isHex(b[j]) { j += 1 }
-                if j - i >= 40 {
-                    if out == nil { out = []; out!.reserveCapacity(b.count) }
-                    out!.append(contentsOf: b[copied..<i])
-                    out!.append(contentsOf: "…".utf8)
-                    out!.append(contentsOf: b[(j - 6)..<j])
-                    copied = j
-                }
-                i = j
+    public static func redactTokens(_ s: String) -> String { onUTF8(s, redactedTokens) }
+
+    /// `redactTokens` on bytes; nil when there is no token.
+    static func redactedTokens(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        func isHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || (c | 0x20) &- 0x61 < 6 }
+        var out: [UInt8]? = nil
+        var copied = 0
+        var i = 0
+        while i < b.count {
+            guard isHex(b[i]) else { i += 1; continue }
+            var j = i
+            while j < b.count && isHex(b[j]) { j += 1 }
+            if j - i >= 40 {
+                if out == nil { out = []; out!.reserveCapacity(b.count) }
+                out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied..<i]))
+                out!.append(contentsOf: "…".utf8)
+                out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[(j - 6)..<j]))
+                copied = j
             }
-            guard var result = out else { return s }
-            result.append(contentsOf: b[copied...])
-            return String(decoding: result, as: UTF8.self)
-        } ?? redactTokens(String(decoding: Array(s.utf8), as: UTF8.self))
+            i = j
+        }
+        out?.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied...]))
+        return out
     }
 
     /// Header values that are credentials.
