@@ -8,7 +8,7 @@ public enum TraceContext {
         guard let header else { return nil }
         let parts = header.trimmingWhitespace.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count >= 4, parts[0].count == 2, parts[0] != "ff", parts[1].count == 32, parts[2].count == 16, parts[3].count == 2,
-              parts.allSatisfy({ $0.allSatisfy(isLowerHex) }),
+              parts.allSatisfy({ $0.utf8.allSatisfy(isLowerHex) }),
               !parts[1].allSatisfy({ $0 == "0" }), !parts[2].allSatisfy({ $0 == "0" }) else { return nil }
         return String(parts[1])
     }
@@ -30,9 +30,14 @@ public enum TraceContext {
         "00-\(traceID)-\(newSpanID())-01"
     }
 
-    public static func isTraceID(_ s: String) -> Bool { s.count == 32 && s.allSatisfy(isLowerHex) }
+    // By bytes, not Characters: every upstream exchange checks its session's trace id.
+    public static func isTraceID(_ s: String) -> Bool { s.utf8.count == 32 && s.utf8.allSatisfy(isLowerHex) }
 
-    public static func isSpanID(_ s: String) -> Bool { s.count == 16 && s.allSatisfy(isLowerHex) && !s.allSatisfy { $0 == "0" } }
+    public static func isSpanID(_ s: String) -> Bool {
+        s.utf8.count == 16 && s.utf8.allSatisfy(isLowerHex) && !s.utf8.allSatisfy { $0 == UInt8(ascii: "0") }
+    }
+
+    static func isLowerHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || c &- 0x61 < 6 }
 
     static func isLowerHex(_ c: Character) -> Bool { c.isASCII && (c.isNumber || ("a"..."f").contains(c)) }
 }

@@ -312,6 +312,15 @@ struct TokenTests {
         #expect(TraceContext.traceID(fromTraceparent: header) == traces[0])
         // Consecutive ids share no long prefix: the counter is mixed, not printed.
         #expect(spans[0].prefix(8) != spans[1].prefix(8))
+        // Anything but 32 (16) lower-case hex digits is refused.
+        let trace = traces[0]
+        for bad in [trace.uppercased(), String(trace.dropLast()), trace + "0", "g" + trace.dropFirst(), "٣" + trace.dropFirst(), "é" + trace.dropFirst(2)] {
+            #expect(!TraceContext.isTraceID(bad), "\(bad)")
+        }
+        #expect(!TraceContext.isSpanID(String(repeating: "0", count: 16)), "an all-zero span id is invalid")
+        #expect(!TraceContext.isSpanID(spans[0].uppercased()) && !TraceContext.isSpanID(String(spans[0].dropLast())))
+        #expect(TraceContext.traceID(fromTraceparent: "00-\(trace.uppercased())-\(spans[0])-01") == nil)
+        #expect(TraceContext.traceID(fromTraceparent: "00-\(trace)-\(spans[0])-0g") == nil)
     }
 
     @Test("SHA-256 comes from swift-crypto and matches the standard test vectors")
