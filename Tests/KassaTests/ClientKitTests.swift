@@ -67,6 +67,18 @@ struct ClientKitTests {
         await t.stop()
     }
 
+    @Test("an origin is a scheme, a host and a port, in lower case; anything else is none")
+    func originNormalised() {
+        #expect(CrossOrigin.normalized("HTTPS://Shop.Example/") == "https://shop.example")
+        #expect(CrossOrigin.normalized("http://localhost:3000") == "http://localhost:3000")
+        #expect(CrossOrigin.parsed("https://shop.example:8443")?.authority == "shop.example:8443")
+        for refused in ["null", "*", "https://*.example", "https://shop.example/path", "https://user@shop.example", "ftp://shop.example",
+                        "https://", "https://shop.example:0", "https://shop.example:99999", "shop.example", "https:/shop.example",
+                        "ws://shop.example", "https://shop.example:80:81", "https://-shop.example"] {
+            #expect(CrossOrigin.normalized(refused) == nil, "\(refused)")
+        }
+    }
+
     @Test("a stream upgrade from a page of another origin is refused unless listed; apps without Origin and Kassa's own pages are not")
     func upgradeOrigin() async throws {
         let t = try TestNode { $0.corsOrigins = [Self.shop] }
