@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The event log's redacting copy of upstream bodies, alone: saves the canned upstream's answers
-# for one card payment (the five a card flow logs), then `kassa bench redaction` copies them for
-# a few seconds and prints ns a byte, beside JSONValue.parse's for scale.
+# What the gateway does with upstream answers, alone: saves the canned upstream's answers for one
+# card payment (the five a card flow logs), then `kassa bench redaction` times, in ns a byte, the
+# event log's redacted copy of them, a parse into a tree for scale, and a session call's
+# PaymentOutput from that tree or decoded from the bytes.
 # Usage: bench/redaction.sh [seconds] (KASSA_BENCH_BIN=path runs that build; pinned to CPU 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -24,9 +24,13 @@ enum FuzzTarget: String, CaseIterable {
         switch self {
         case .json:
             // Whatever parses writes back to text that parses to the same value.
-            if let value = try? JSONValue.parse(bytes) {
+            let value = try? JSONValue.parse(bytes)
+            if let value {
                 guard (try? JSONValue.parse(value.bytes)) == value else { fatalError("JSON round trip differs: \(value.text)") }
             }
+            // Stepping over a document refuses exactly what parsing it refuses.
+            let skipped = (try? JSONReader.read(bytes) { r throws(JSONParseError) in try r.skip() }) != nil
+            guard skipped == (value != nil) else { fatalError("JSONReader \(skipped ? "took" : "refused") what parse did not: \(text)") }
         case .jsoninput:
             _ = JSONInput.parse(bytes)
         case .timestamp:
@@ -86,7 +90,9 @@ enum FuzzTarget: String, CaseIterable {
             _ = SessionToken.header(text)
             if SessionToken.open(text, keys: fuzzTokenKeys) != nil { fatalError("a forged token opened: \(text)") }
         case .paymentoutput:
-            if let document = try? JSONValue.parse(bytes), let output = PaymentOutput.parse(document) {
+            let parsed = (try? JSONValue.parse(bytes)).flatMap(PaymentOutput.parse)
+            guard PaymentOutput.decode(bytes) == parsed else { fatalError("PaymentOutput.decode differs from parse for \(text)") }
+            if let output = parsed {
                 _ = AvailableInstruments.from(output, device: ClientDevice())
                 var machine = PaymentSessionMachine(sessionURL: "https://sim.example/psp/paymentsessions/x")
                 _ = machine.start()

@@ -171,6 +171,8 @@ struct JSONParser {
     /// (appending to a collection per container regrew it several times per object).
     var members: [(key: String, value: JSONValue, at: Int)] = []
     var elements: [JSONValue] = []
+    /// The names of the objects being stepped over or read member by member (`MemberNames`).
+    var names: [String] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -224,34 +226,16 @@ struct JSONParser {
     }
 
     mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        try enter()
-        index += 1
-        var object: [String: JSONValue] = [:]
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1; depth -= 1
-            return .object(object)
-        }
+        guard try beginObject() else { return .object([:]) }
         // Members are gathered on the stack first so the dictionary is sized once, never regrown.
         let base = members.count
         defer { members.removeSubrange(base...) }
-        while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
-            let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-            index += 1
-            skipWhitespace()
-            let at = index
+        repeat {
+            let (key, at) = try memberName()
             let value = try parseValue()
             members.append((key, value, at))
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; break }
-            throw fail("expected ',' or '}'")
-        }
+        } while try endMember()
+        var object: [String: JSONValue] = [:]
         object.reserveCapacity(members.count - base)
         for member in members[base...] {
             if object.updateValue(member.value, forKey: member.key) != nil {
@@ -259,32 +243,112 @@ struct JSONParser {
                 throw fail("duplicate member \"\(member.key)\"")
             }
         }
-        depth -= 1
         return .object(object)
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        guard try beginArray() else { return .array([]) }
+        let base = elements.count
+        defer { elements.removeSubrange(base...) }
+        repeat {
+            let element = try parseValue()
+            elements.append(element)
+        } while try endElement()
+        return .array(Array(elements[base...]))
+    }
+
+    // MARK: Steps through containers (shared by the tree, the skip and JSONReader)
+
+    /// Enters the object at `index`: true when it has a member (read with `memberName`).
+    mutating func beginObject() throws(JSONParseError) -> Bool {
+        try enter()
+        index += 1
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1; depth -= 1
+            return false
+        }
+        return true
+    }
+
+    /// The next member's name, and the offset of its value (where `index` is left).
+    mutating func memberName() throws(JSONParseError) -> (name: String, at: Int) {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
+        let name = try parseString()
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+        index += 1
+        skipWhitespace()
+        return (name, index)
+    }
+
+    /// After a member's value: true when another member follows, false at the object's end.
+    mutating func endMember() throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw fail("unexpected end of input") }
+        if bytes[index] == UInt8(ascii: ",") { index += 1; return true }
+        if bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return false }
+        throw fail("expected ',' or '}'")
+    }
+
+    /// Enters the array at `index`: true when it has an element, which `index` is left at.
+    mutating func beginArray() throws(JSONParseError) -> Bool {
         try enter()
         index += 1
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
             index += 1; depth -= 1
-            return .array([])
+            return false
         }
-        let base = elements.count
-        defer { elements.removeSubrange(base...) }
-        while true {
-            skipWhitespace()
-            let element = try parseValue()
-            elements.append(element)
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; break }
-            throw fail("expected ',' or ']'")
+        return true
+    }
+
+    /// After an element: true when another follows (`index` is left at it), false at the array's end.
+    mutating func endElement() throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw fail("unexpected end of input") }
+        if bytes[index] == UInt8(ascii: ",") { index += 1; skipWhitespace(); return true }
+        if bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return false }
+        throw fail("expected ',' or ']'")
+    }
+
+    /// Steps over the value at `index`, checked as `parseValue` checks it, without building it.
+    mutating func skipValue() throws(JSONParseError) {
+        guard index < bytes.count else { throw fail("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"):
+            guard try beginObject() else { return }
+            var names = MemberNames(self)
+            repeat {
+                let (name, at) = try memberName()
+                try names.insert(name, at: at, &self)
+                try skipValue()
+            } while try endMember()
+            names.end(&self)
+        case UInt8(ascii: "["):
+            guard try beginArray() else { return }
+            repeat { try skipValue() } while try endElement()
+        case UInt8(ascii: "\""):
+            try skipString()
+        default:
+            _ = try parseValue()   // a number or a literal: nothing to allocate
         }
-        depth -= 1
-        return .array(Array(elements[base...]))
+    }
+
+    /// Steps over the string at `index`: a plain ASCII one by a scan alone, any other as
+    /// `parseString` reads it (its UTF-8 and escapes checked).
+    mutating func skipString() throws(JSONParseError) {
+        let start = index
+        index += 1
+        while index < bytes.count {
+            let c = bytes[index]
+            if c == UInt8(ascii: "\"") { index += 1; return }
+            if c < 0x20 || c >= 0x80 || c == UInt8(ascii: "\\") { break }
+            index += 1
+        }
+        index = start
+        _ = try parseString()
     }
 
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
@@ -403,4 +467,116 @@ struct JSONParser {
         guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8 in string") }
         return s
     }
+}
+
+/// The member names of one object read without a dictionary, to refuse a duplicate as
+/// `parseObject` does: kept on the parser's stack while few (no collection per object), in a
+/// set past that.
+struct MemberNames {
+    private let base: Int
+    private var set: Set<String>? = nil
+
+    init(_ parser: JSONParser) { base = parser.names.count }
+
+    mutating func insert(_ name: String, at offset: Int, _ parser: inout JSONParser) throws(JSONParseError) {
+        let isNew: Bool
+        if set != nil {
+            isNew = set!.insert(name).inserted
+        } else {
+            isNew = !parser.names[base...].contains(name)
+            parser.names.append(name)
+            if parser.names.count - base == 16 { set = Set(parser.names[base...]) }
+        }
+        guard isNew else {
+            parser.index = offset
+            throw parser.fail("duplicate member \"\(name)\"")
+        }
+    }
+
+    /// At the object's end: its names leave the stack.
+    func end(_ parser: inout JSONParser) { parser.names.removeSubrange(base...) }
+}
+
+/// Reads one JSON document value by value, building a tree only for what its caller takes whole
+/// (`value()`): a reader that needs a few members of a large answer steps over the rest.
+/// Checked as strictly as `JSONValue.parse` (nesting, strings, numbers, duplicate members), so a
+/// document one refuses, the other refuses too.
+///
+/// ```swift
+/// let id = try JSONReader.read(bytes) { r in
+///     var id: String?
+///     _ = try r.object { r, name in if name == "id" { id = try r.string() } }
+///     return id
+/// }
+/// ```
+public struct JSONReader {
+    var parser: JSONParser
+
+    /// Reads `bytes` with `body`, which reads the document's one value.
+    public static func read<T>(_ bytes: [UInt8], maxDepth: Int = 64,
+                               _ body: (inout JSONReader) throws(JSONParseError) -> T) throws(JSONParseError) -> T {
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONParseError) -> T in
+                var reader = JSONReader(parser: JSONParser(bytes: buffer, maxDepth: maxDepth))
+                reader.parser.skipWhitespace()
+                let start = reader.parser.index
+                let value = try body(&reader)
+                if reader.parser.index == start { try reader.parser.skipValue() }
+                reader.parser.skipWhitespace()
+                guard reader.parser.index == buffer.count else { throw reader.parser.fail("unexpected data after the document") }
+                return value
+            }
+        }
+        return try result.get()
+    }
+
+    private func isAt(_ byte: UInt8) -> Bool { parser.index < parser.bytes.count && parser.bytes[parser.index] == byte }
+
+    /// Calls `member` with each member name of the object here; `member` reads that member's
+    /// value, or leaves it, and then it is stepped over. False, the value stepped over, when it
+    /// is no object.
+    public mutating func object(_ member: (inout JSONReader, String) throws(JSONParseError) -> Void) throws(JSONParseError) -> Bool {
+        guard isAt(UInt8(ascii: "{")) else { try parser.skipValue(); return false }
+        guard try parser.beginObject() else { return true }
+        var names = MemberNames(parser)
+        repeat {
+            let (name, at) = try parser.memberName()
+            try names.insert(name, at: at, &parser)
+            try member(&self, name)
+            if parser.index == at { try parser.skipValue() }
+        } while try parser.endMember()
+        names.end(&parser)
+        return true
+    }
+
+    /// Calls `element` for each element of the array here, as `object` does for members. False,
+    /// the value stepped over, when it is no array.
+    public mutating func array(_ element: (inout JSONReader) throws(JSONParseError) -> Void) throws(JSONParseError) -> Bool {
+        guard isAt(UInt8(ascii: "[")) else { try parser.skipValue(); return false }
+        guard try parser.beginArray() else { return true }
+        repeat {
+            let at = parser.index
+            try element(&self)
+            if parser.index == at { try parser.skipValue() }
+        } while try parser.endElement()
+        return true
+    }
+
+    /// The string here; nil, the value stepped over, for any other value.
+    public mutating func string() throws(JSONParseError) -> String? {
+        guard isAt(UInt8(ascii: "\"")) else { try parser.skipValue(); return nil }
+        return try parser.parseString()
+    }
+
+    /// The boolean here; nil, the value stepped over, for any other value.
+    public mutating func bool() throws(JSONParseError) -> Bool? {
+        guard isAt(UInt8(ascii: "t")) || isAt(UInt8(ascii: "f")) else { try parser.skipValue(); return nil }
+        return try parser.parseValue().boolValue
+    }
+
+    /// The value here, whole, as a tree.
+    public mutating func value() throws(JSONParseError) -> JSONValue { try parser.parseValue() }
+
+    /// Steps over the value here.
+    public mutating func skip() throws(JSONParseError) { try parser.skipValue() }
 }

@@ -100,9 +100,10 @@ struct EventLogBench: AsyncParsableCommand {
     }
 }
 
-/// The event log's copy of upstream bodies: `Redaction.redactJSON` and, for comparison,
-/// `JSONValue.parse`, in ns a byte over the given documents (bench/redaction.sh saves the canned
-/// upstream's answers for it).
+/// What the gateway does with upstream answers, in ns a byte over the given documents
+/// (bench/redaction.sh saves the canned upstream's answers for it): the event log's redacted copy
+/// (`Redaction.redactJSON`), a parse into a tree for scale, and a session call's `PaymentOutput`,
+/// from that tree or decoded from the bytes.
 struct RedactionBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "redaction")
 
@@ -130,9 +131,12 @@ struct RedactionBench: AsyncParsableCommand {
         }
         let redacted = measure { Redaction.redactJSON($0)?.count ?? 0 }
         let parsed = measure { (try? JSONValue.parse($0)) == nil ? 0 : 1 }
+        let outputFromTree = measure { ((try? JSONValue.parse($0)).flatMap(PaymentOutput.parse)?.allOperations.count ?? 0) + 1 }
+        let outputDecoded = measure { (PaymentOutput.decode($0)?.allOperations.count ?? 0) + 1 }
+        func figure(_ ns: Double) -> JSONValue { .number((ns * 100).rounded() / 100) }
         let report: JSONValue = ["documents": .number(Double(bodies.count)), "bytes": .number(Double(bytes)),
-                                 "redactJSONNsPerByte": .number((redacted * 100).rounded() / 100),
-                                 "parseNsPerByte": .number((parsed * 100).rounded() / 100)]
+                                 "redactJSONNsPerByte": figure(redacted), "parseNsPerByte": figure(parsed),
+                                 "outputFromTreeNsPerByte": figure(outputFromTree), "outputDecodedNsPerByte": figure(outputDecoded)]
         print(report.text)
     }
 }

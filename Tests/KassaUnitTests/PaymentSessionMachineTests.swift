@@ -29,7 +29,45 @@ struct PaymentSessionMachineTests {
             ],
             "operations": .array(operations), "problem": problem,
         ]
-        return PaymentOutput.parse(doc)!
+        let parsed = PaymentOutput.parse(doc)!
+        // What the gateway runs on an answer: the output read from its bytes.
+        #expect(PaymentOutput.decode(doc.bytes) == parsed)
+        return parsed
+    }
+
+    @Test("an answer read from its bytes gives what its parsed tree gives, refusals included")
+    func decodeMatchesParse() throws {
+        let deep = String(repeating: "[", count: 70) + String(repeating: "]", count: 70)
+        let documents = [
+            #"{"operations":[{"rel":"abort-payment","href":"h","method":"post","next":true,"contentType":"application/json"}]}"#,
+            #"{"paymentSession":{"culture":"sv-SE","urls":{"completeUrl":"c","cancelUrl":7,"paymentUrl":"p"},"instrumentModePaymentMethod":null,"#
+                + #""methods":[{"paymentMethod":"Swish","prefills":[{"msisdn":"+46739000001"}],"operations":[{"rel":"expand-method","href":"e"}]},"#
+                + #"{"operations":[{"rel":"x","href":"y"}]},7,{"paymentMethod":"CreditCard","prefills":{"not":"an array"},"amount":1e2}]},"#
+                + #""operations":[{"rel":"r","href":"h","tasks":[{"rel":"t","href":"th","method":"post","expects":[{"name":"n","value":{"a":[1,"\u00e9"]}},{"type":"no name"}]}],"#
+                + #""expects":[{"name":"PaReq","type":"string","value":"x"}]},{"href":"no rel"},"not an object"]}"#,
+            #"{"problem":{"type":"https://api.payex.com/psp/errordetail/inputerror","title":"Bad","status":400,"detail":"d","operation":{"rel":"r","href":"h"}}}"#,
+            #"{"problem":{"title":"no type"},"operations":{"not":"an array"}}"#,
+            #"{"unknown":{"deep":[{"x":"\ud83d\ude00 \"quoted\" é"},true,false,null,-0.5e-3]},"operations":[]}"#,
+            #"  {"operations":[]}  "#,
+            "[]", "\"text\"", "7", "null", "",
+            // Refused by both: a duplicate anywhere, a number past a double, a lone surrogate, nesting past 64, trailing data.
+            #"{"operations":[],"operations":[]}"#,
+            #"{"skipped":{"a":1,"a":2}}"#,
+            #"{"skipped":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"a":18}}"#,
+            #"{"skipped":[1e400]}"#,
+            #"{"skipped":"\ud800"}"#,
+            #"{"skipped":\#(deep)}"#,
+            #"{"operations":[]} x"#,
+            #"{"operations":[],}"#,
+        ]
+        for text in documents {
+            let parsed = (try? JSONValue.parse(text)).flatMap(PaymentOutput.parse)
+            #expect(PaymentOutput.decode(Array(text.utf8)) == parsed, "\(text)")
+        }
+        #expect(PaymentOutput.decode(Array(documents[1].utf8))?.methods.map(\.name) == ["Swish", "CreditCard"])
+        #expect(PaymentOutput.decode(Array(documents[1].utf8))?.operations.first?.tasks.first?.expects.first?.value == ["a": [1, "é"]])
+        for refused in documents.suffix(8) { #expect(PaymentOutput.decode(Array(refused.utf8)) == nil, "\(refused)") }
+        #expect(PaymentOutput.decode([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]) == nil, "invalid UTF-8 in a name")
     }
 
     static let idle = output([op("abort-payment"), op("customize-payment")],

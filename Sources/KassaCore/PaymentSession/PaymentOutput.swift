@@ -109,18 +109,19 @@ public struct PaymentOutput: Sendable, Equatable {
             return Method(name: shared(name), prefills: m["prefills"]?.arrayValue ?? [],
                           operations: (m["operations"]?.arrayValue ?? []).compactMap { parseOperation($0, method: name) })
         }
-        var problem: UpstreamProblem?
-        if let p = document["problem"], let type = p["type"]?.stringValue {
-            problem = UpstreamProblem(type: type, title: p["title"]?.stringValue, status: p["status"]?.intValue,
-                                      detail: p["detail"]?.stringValue, operation: p["operation"].flatMap { parseOperation($0, method: nil) })
-        }
         let urls = session?["urls"]
         return PaymentOutput(operations: (document["operations"]?.arrayValue ?? []).compactMap { parseOperation($0, method: nil) },
-                             methods: methods, problem: problem,
+                             methods: methods, problem: document["problem"].flatMap(parseProblem),
                              completeUrl: urls?["completeUrl"]?.stringValue, cancelUrl: urls?["cancelUrl"]?.stringValue,
                              paymentUrl: urls?["paymentUrl"]?.stringValue,
                              instrumentModePaymentMethod: session?["instrumentModePaymentMethod"]?.stringValue,
                              culture: session?["culture"]?.stringValue)
+    }
+
+    static func parseProblem(_ p: JSONValue) -> UpstreamProblem? {
+        guard let type = p["type"]?.stringValue else { return nil }
+        return UpstreamProblem(type: type, title: p["title"]?.stringValue, status: p["status"]?.intValue,
+                               detail: p["detail"]?.stringValue, operation: p["operation"].flatMap { parseOperation($0, method: nil) })
     }
 
     static func parseExpectations(_ value: JSONValue?) -> [Expectation] {
@@ -150,5 +151,128 @@ public struct PaymentOutput: Sendable, Equatable {
         return Dictionary(uniqueKeysWithValues: names.map { ($0, $0) })
     }()
 
-    static func shared(_ s: String) -> String { sharedStrings[s] ?? s }
+    /// A string of up to 15 UTF-8 bytes is held inline, with no storage to share: not looked up.
+    static func shared(_ s: String) -> String { s.utf8.count <= 15 ? s : sharedStrings[s] ?? s }
+
+    // MARK: From the bytes
+
+    /// `parse` of the document `body` holds, read from its bytes: only what the output keeps is
+    /// built, instead of a tree of the whole answer that is taken apart and freed (most of an
+    /// answer's members are for other readers). Nil exactly when `parse` of the parsed document
+    /// would be (the `paymentoutput` fuzz target holds the two to each other).
+    public static func decode(_ body: [UInt8]) -> PaymentOutput? {
+        let output = try? JSONReader.read(body) { r throws(JSONParseError) -> PaymentOutput? in
+            var output = PaymentOutput(operations: [], methods: [], problem: nil, completeUrl: nil, cancelUrl: nil,
+                                       paymentUrl: nil, instrumentModePaymentMethod: nil, culture: nil)
+            let isObject = try r.object { r, name throws(JSONParseError) in
+                switch name {
+                case "operations": output.operations = try readOperations(&r)
+                case "problem": output.problem = parseProblem(try r.value())
+                case "paymentSession":
+                    _ = try r.object { r, name throws(JSONParseError) in
+                        switch name {
+                        case "methods": output.methods = try readMethods(&r)
+                        case "instrumentModePaymentMethod": output.instrumentModePaymentMethod = try r.string()
+                        case "culture": output.culture = try r.string()
+                        case "urls":
+                            _ = try r.object { r, name throws(JSONParseError) in
+                                switch name {
+                                case "completeUrl": output.completeUrl = try r.string()
+                                case "cancelUrl": output.cancelUrl = try r.string()
+                                case "paymentUrl": output.paymentUrl = try r.string()
+                                default: break
+                                }
+                            }
+                        default: break
+                        }
+                    }
+                default: break
+                }
+            }
+            return isObject ? output : nil
+        }
+        return output ?? nil
+    }
+
+    static func readMethods(_ r: inout JSONReader) throws(JSONParseError) -> [Method] {
+        var methods: [Method] = []
+        _ = try r.array { r throws(JSONParseError) in
+            var name: String?, prefills: [JSONValue] = [], operations: [Operation] = []
+            _ = try r.object { r, member throws(JSONParseError) in
+                switch member {
+                case "paymentMethod": name = try r.string()
+                case "prefills": prefills = try r.value().arrayValue ?? []
+                case "operations": operations = try readOperations(&r)
+                default: break
+                }
+            }
+            guard let name else { return }
+            let method = shared(name)
+            for i in operations.indices { operations[i].paymentMethod = method }
+            methods.append(Method(name: method, prefills: prefills, operations: operations))
+        }
+        return methods
+    }
+
+    static func readOperations(_ r: inout JSONReader) throws(JSONParseError) -> [Operation] {
+        var operations: [Operation] = []
+        _ = try r.array { r throws(JSONParseError) in
+            var rel: String?, href: String?, method: String?, next: Bool?, contentType: String?
+            var tasks: [Task] = [], expects: [Expectation] = []
+            _ = try r.object { r, member throws(JSONParseError) in
+                switch member {
+                case "rel": rel = try r.string()
+                case "href": href = try r.string()
+                case "method": method = try r.string()
+                case "next": next = try r.bool()
+                case "contentType": contentType = try r.string()
+                case "tasks": tasks = try readTasks(&r)
+                case "expects": expects = try readExpectations(&r)
+                default: break
+                }
+            }
+            guard let rel, let href else { return }
+            operations.append(Operation(rel: shared(rel), href: href, method: shared((method ?? "GET").uppercased()), next: next ?? false,
+                                        contentType: contentType.map(shared), tasks: tasks, expects: expects, paymentMethod: nil))
+        }
+        return operations
+    }
+
+    static func readTasks(_ r: inout JSONReader) throws(JSONParseError) -> [Task] {
+        var tasks: [Task] = []
+        _ = try r.array { r throws(JSONParseError) in
+            var rel: String?, href: String?, method: String?, contentType: String?, expects: [Expectation] = []
+            _ = try r.object { r, member throws(JSONParseError) in
+                switch member {
+                case "rel": rel = try r.string()
+                case "href": href = try r.string()
+                case "method": method = try r.string()
+                case "contentType": contentType = try r.string()
+                case "expects": expects = try readExpectations(&r)
+                default: break
+                }
+            }
+            guard let rel, let href else { return }
+            tasks.append(Task(rel: shared(rel), href: href, method: shared(method ?? "GET"), contentType: contentType.map(shared), expects: expects))
+        }
+        return tasks
+    }
+
+    static func readExpectations(_ r: inout JSONReader) throws(JSONParseError) -> [Expectation] {
+        var expects: [Expectation] = []
+        _ = try r.array { r throws(JSONParseError) in
+            var name: String?, type: String?, value: JSONValue = .null
+            _ = try r.object { r, member throws(JSONParseError) in
+                switch member {
+                case "name": name = try r.string()
+                case "type": type = try r.string()
+                case "value": value = try r.value()
+                default: break
+                }
+            }
+            guard let name else { return }
+            expects.append(Expectation(name: name, type: type ?? "string", value: value))
+        }
+        return expects
+    }
 }

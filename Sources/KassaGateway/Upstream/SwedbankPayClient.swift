@@ -31,6 +31,9 @@ final class SwedbankPayClient: Sendable {
         var resendCount = 0
         /// `url` as the allow-list check read it; nil: read when sent.
         var parsedURL: UpstreamURL? = nil
+        /// False for a session call, which reads its output from a 2xx answer's bytes
+        /// (`PaymentOutput.decode`): `send` then parses only an answer outside 2xx into a tree.
+        var parsesSuccessfulAnswer = true
     }
 
     /// Card calls (`SessionCall.takesLonger`) get three times the time of the others and half as
@@ -155,14 +158,16 @@ final class SwedbankPayClient: Sendable {
         }
         switch result {
         case .success(let response):
-            document = try? JSONValue.parse(response.body)
+            if call.parsesSuccessfulAnswer || !(200..<300).contains(response.status) {
+                document = try? JSONValue.parse(response.body)
+            }
             log(LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response",
                 level: response.status >= 500 ? .error : (response.status >= 400 ? .warning : .info),
                 summary: "\(call.method) \(path) → \(response.status)", durationMs: ms, status: response.status, traceID: call.traceID,
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "contentType": .string(response.header("content-type") ?? "")]),
-                body: response.body, document: document, otherwise: .string(Self.excerpt(response.body)))
+                body: response.body, document: document ?? (try? JSONValue.parse(response.body)), otherwise: .string(Self.excerpt(response.body)))
         case .failure(let error):
             eventLog.append(LogEvent(
                 atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.response", level: .error,
@@ -174,14 +179,14 @@ final class SwedbankPayClient: Sendable {
         return (result, document, ms)
     }
 
-    /// Logs an exchange's event with its body under "body": from the bytes, redacted as text, when
-    /// they are a JSON document (`document`) within the log's limit; else as `loggable` cuts the
-    /// document, or `otherwise` when there is none.
-    private func log(_ event: LogEvent, body: [UInt8], document: JSONValue?, otherwise: JSONValue) {
-        if document != nil, body.count <= Self.loggedBodyLimit { return eventLog.append(event, body: body) }
+    /// Logs an exchange's event with its body under "body": a body within the log's limit as
+    /// `EventLog.append(_:body:)` keeps it (redacted from the bytes when they are JSON, else their
+    /// start); a larger one as `loggable` cuts its `document`, or `otherwise` when there is none.
+    private func log(_ event: LogEvent, body: [UInt8], document: @autoclosure () -> JSONValue?, otherwise: JSONValue) {
+        if !body.isEmpty, body.count <= Self.loggedBodyLimit { return eventLog.append(event, body: body) }
         var event = event
         var data = event.data?.objectValue ?? [:]
-        data["body"] = document.map { Self.loggable($0, size: body.count) } ?? otherwise
+        data["body"] = document().map { Self.loggable($0, size: body.count) } ?? otherwise
         event.data = .object(data)
         eventLog.append(event)
     }
@@ -313,7 +318,8 @@ final class SwedbankPayClient: Sendable {
             let exchangeStarted = clock.nowMs()
             let (result, document, durationMs) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
                                                      traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs,
-                                                     parent: span.context, resendCount: retry, parsedURL: url))
+                                                     parent: span.context, resendCount: retry, parsedURL: url,
+                                                     parsesSuccessfulAnswer: false))
             if let beacon {
                 let status: Int? = if case .success(let response) = result { response.status } else { nil }
                 postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(durationMs),
@@ -324,7 +330,7 @@ final class SwedbankPayClient: Sendable {
             switch result {
             case .success(let response):
                 if (200..<300).contains(response.status) {
-                    if let document, let output = PaymentOutput.parse(document) { return .output(output) }
+                    if let output = PaymentOutput.decode(response.body) { return .output(output) }
                     reason = "Swedbank Pay answered \(call.rel) with a body that is not a payment session"
                 } else if response.status == 409 {
                     // Any 409, whatever its type: the session reads itself again (the SDKs' rule).
