@@ -226,7 +226,7 @@ struct JSONParser {
     }
 
     mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        guard try beginObject() else { return .object([:]) }
+        guard try enter(closing: UInt8(ascii: "}")) else { return .object([:]) }
         // Members are gathered on the stack first so the dictionary is sized once, never regrown.
         let base = members.count
         defer { members.removeSubrange(base...) }
@@ -247,7 +247,7 @@ struct JSONParser {
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
-        guard try beginArray() else { return .array([]) }
+        guard try enter(closing: UInt8(ascii: "]")) else { return .array([]) }
         let base = elements.count
         defer { elements.removeSubrange(base...) }
         repeat {
@@ -259,12 +259,13 @@ struct JSONParser {
 
     // MARK: Steps through containers (shared by the tree, the skip and JSONReader)
 
-    /// Enters the object at `index`: true when it has a member (read with `memberName`).
-    mutating func beginObject() throws(JSONParseError) -> Bool {
+    /// Enters the object or array at `index`, which `close` ends: true when it holds a member or
+    /// an element (`index` is left at it).
+    mutating func enter(closing close: UInt8) throws(JSONParseError) -> Bool {
         try enter()
         index += 1
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+        if index < bytes.count, bytes[index] == close {
             index += 1; depth -= 1
             return false
         }
@@ -292,18 +293,6 @@ struct JSONParser {
         throw fail("expected ',' or '}'")
     }
 
-    /// Enters the array at `index`: true when it has an element, which `index` is left at.
-    mutating func beginArray() throws(JSONParseError) -> Bool {
-        try enter()
-        index += 1
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-            index += 1; depth -= 1
-            return false
-        }
-        return true
-    }
-
     /// After an element: true when another follows (`index` is left at it), false at the array's end.
     mutating func endElement() throws(JSONParseError) -> Bool {
         skipWhitespace()
@@ -318,7 +307,7 @@ struct JSONParser {
         guard index < bytes.count else { throw fail("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"):
-            guard try beginObject() else { return }
+            guard try enter(closing: UInt8(ascii: "}")) else { return }
             var names = MemberNames(self)
             repeat {
                 let (name, at) = try memberName()
@@ -327,7 +316,7 @@ struct JSONParser {
             } while try endMember()
             names.end(&self)
         case UInt8(ascii: "["):
-            guard try beginArray() else { return }
+            guard try enter(closing: UInt8(ascii: "]")) else { return }
             repeat { try skipValue() } while try endElement()
         case UInt8(ascii: "\""):
             try skipString()
@@ -537,7 +526,7 @@ public struct JSONReader {
     /// is no object.
     public mutating func object(_ member: (inout JSONReader, String) throws(JSONParseError) -> Void) throws(JSONParseError) -> Bool {
         guard isAt(UInt8(ascii: "{")) else { try parser.skipValue(); return false }
-        guard try parser.beginObject() else { return true }
+        guard try parser.enter(closing: UInt8(ascii: "}")) else { return true }
         var names = MemberNames(parser)
         repeat {
             let (name, at) = try parser.memberName()
@@ -553,7 +542,7 @@ public struct JSONReader {
     /// the value stepped over, when it is no array.
     public mutating func array(_ element: (inout JSONReader) throws(JSONParseError) -> Void) throws(JSONParseError) -> Bool {
         guard isAt(UInt8(ascii: "[")) else { try parser.skipValue(); return false }
-        guard try parser.beginArray() else { return true }
+        guard try parser.enter(closing: UInt8(ascii: "]")) else { return true }
         repeat {
             let at = parser.index
             try element(&self)

@@ -214,46 +214,48 @@ public struct PaymentOutput: Sendable, Equatable {
         return methods
     }
 
-    static func readOperations(_ r: inout JSONReader) throws(JSONParseError) -> [Operation] {
-        var operations: [Operation] = []
+    /// What an operation and a task are read from (a task's own `next` and `tasks` are not kept).
+    private struct Link {
+        var rel: String?, href: String?, method: String?, contentType: String?, next: Bool?
+        var tasks: [Task] = [], expects: [Expectation] = []
+    }
+
+    /// Each object of the array here, as a `Link`.
+    private static func readLinks(_ r: inout JSONReader, _ take: (Link) -> Void) throws(JSONParseError) {
         _ = try r.array { r throws(JSONParseError) in
-            var rel: String?, href: String?, method: String?, next: Bool?, contentType: String?
-            var tasks: [Task] = [], expects: [Expectation] = []
+            var link = Link()
             _ = try r.object { r, member throws(JSONParseError) in
                 switch member {
-                case "rel": rel = try r.string()
-                case "href": href = try r.string()
-                case "method": method = try r.string()
-                case "next": next = try r.bool()
-                case "contentType": contentType = try r.string()
-                case "tasks": tasks = try readTasks(&r)
-                case "expects": expects = try readExpectations(&r)
+                case "rel": link.rel = try r.string()
+                case "href": link.href = try r.string()
+                case "method": link.method = try r.string()
+                case "contentType": link.contentType = try r.string()
+                case "next": link.next = try r.bool()
+                case "tasks": link.tasks = try readTasks(&r)
+                case "expects": link.expects = try readExpectations(&r)
                 default: break
                 }
             }
-            guard let rel, let href else { return }
-            operations.append(Operation(rel: shared(rel), href: href, method: shared((method ?? "GET").uppercased()), next: next ?? false,
-                                        contentType: contentType.map(shared), tasks: tasks, expects: expects, paymentMethod: nil))
+            take(link)
+        }
+    }
+
+    static func readOperations(_ r: inout JSONReader) throws(JSONParseError) -> [Operation] {
+        var operations: [Operation] = []
+        try readLinks(&r) { link in
+            guard let rel = link.rel, let href = link.href else { return }
+            operations.append(Operation(rel: shared(rel), href: href, method: shared((link.method ?? "GET").uppercased()), next: link.next ?? false,
+                                        contentType: link.contentType.map(shared), tasks: link.tasks, expects: link.expects, paymentMethod: nil))
         }
         return operations
     }
 
     static func readTasks(_ r: inout JSONReader) throws(JSONParseError) -> [Task] {
         var tasks: [Task] = []
-        _ = try r.array { r throws(JSONParseError) in
-            var rel: String?, href: String?, method: String?, contentType: String?, expects: [Expectation] = []
-            _ = try r.object { r, member throws(JSONParseError) in
-                switch member {
-                case "rel": rel = try r.string()
-                case "href": href = try r.string()
-                case "method": method = try r.string()
-                case "contentType": contentType = try r.string()
-                case "expects": expects = try readExpectations(&r)
-                default: break
-                }
-            }
-            guard let rel, let href else { return }
-            tasks.append(Task(rel: shared(rel), href: href, method: shared(method ?? "GET"), contentType: contentType.map(shared), expects: expects))
+        try readLinks(&r) { link in
+            guard let rel = link.rel, let href = link.href else { return }
+            tasks.append(Task(rel: shared(rel), href: href, method: shared(link.method ?? "GET"), contentType: link.contentType.map(shared),
+                              expects: link.expects))
         }
         return tasks
     }
