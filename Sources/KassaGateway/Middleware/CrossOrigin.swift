@@ -32,7 +32,7 @@ public struct CrossOrigin: Middleware {
     /// `scheme://host[:port]` in lower case, or nil for anything else (a path, a wildcard, `null`).
     public static func normalized(_ origin: String) -> String? { parsed(origin)?.origin }
 
-    /// The normalised origin and its `host[:port]`. Read by prefix and by bytes: every stream
+    /// The normalised origin and its `host[:port]`, the scheme read by its prefix: every stream
     /// upgrade from a page comes here, and a generic split and substring search cost more than
     /// the rest of the check.
     static func parsed(_ origin: String) -> (origin: String, authority: Substring)? {
