@@ -38,8 +38,6 @@ public enum TraceContext {
     }
 
     static func isLowerHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || c &- 0x61 < 6 }
-
-    static func isLowerHex(_ c: Character) -> Bool { c.isASCII && (c.isNumber || ("a"..."f").contains(c)) }
 }
 
 extension String {
