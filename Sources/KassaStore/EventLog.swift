@@ -264,7 +264,21 @@ public final class EventLog: Sendable {
     /// connection, by the log's commits and by other bulk writers alike, so the two never wait
     /// on each other the other way round. Blocks: call it off the Swift pool.
     func writeBehindGate<T: Sendable>(_ work: (Database) throws -> T) throws -> T {
-        try commitGate.held { try pool.write(work) }
+        try commitGate.held { try pool.writeWithoutTransaction { db in try Self.inTransaction(db) { try work(db) } } }
+    }
+
+    /// `work` in one immediate transaction, as GRDB's `write` runs it, but with BEGIN and COMMIT
+    /// prepared once: GRDB prepares both anew for every transaction (≈ 3 % of the writer thread).
+    static func inTransaction<T>(_ db: Database, _ work: () throws -> T) throws -> T {
+        try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+        do {
+            let result = try work()
+            try db.cachedStatement(sql: "COMMIT").execute()
+            return result
+        } catch {
+            if db.isInsideTransaction { try? db.rollback() }
+            throw error
+        }
     }
 
     /// Events queued but not yet committed.
@@ -437,15 +451,28 @@ public final class EventLog: Sendable {
         }
     }
 
+    static let insertSQL = """
+        INSERT INTO events(at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Binds and steps the cached insert through SQLite's own calls. GRDB's arguments box each
+    /// value and its execution checks them: ≈ 12 % of the writer thread, for ≈ 20 inserts a flow.
     static func insert(_ pending: Pending, _ db: Database) throws {
         let event = pending.event
-        let statement = try db.cachedStatement(sql: """
-            INSERT INTO events(at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
-        statement.setUncheckedArguments([event.atMs, event.sessionID, event.seq, event.kind, event.level.rawValue,
-                                         event.summary, event.durationMs, event.status, event.traceID, pending.dataText])
-        try statement.execute()
+        let statement = try db.cachedStatement(sql: insertSQL)
+        var binding = RawBinding(statement.sqliteStatement)
+        binding.bind(event.atMs)
+        binding.bind(event.sessionID)
+        binding.bind(event.seq)
+        binding.bind(event.kind)
+        binding.bind(event.level.rawValue)
+        binding.bind(event.summary)
+        binding.bind(event.durationMs)
+        binding.bind(event.status.map(Int64.init))
+        binding.bind(event.traceID)
+        binding.bind(pending.dataText)
+        try binding.step(db, sql: insertSQL)
     }
 
     // MARK: Reading

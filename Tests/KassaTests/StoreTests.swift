@@ -273,6 +273,33 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("every column of an event is stored as given: empty text stays text, absent values stay NULL, numbers at their limits")
+    func eventColumnsRoundTrip() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let full = LogEvent(atMs: Int64.max, sessionID: "s-å", seq: Int64.min, kind: "test.full", level: .error, summary: "",
+                            durationMs: 0.125, status: Int.max, traceID: "", data: ["text": "Grüße, 東京"])
+        let bare = LogEvent(atMs: Int64.min, kind: "", summary: "bare")
+        store.eventLog.append(full)
+        store.eventLog.append(bare)
+        await store.eventLog.flush()
+        let rows = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data,
+                       typeof(summary), typeof(trace_id), typeof(session_id), typeof(data) FROM events ORDER BY id
+                """)
+        }
+        #expect(rows.count == 2)
+        let (f, b) = (Array(rows[0].databaseValues), Array(rows[1].databaseValues))
+        let expectedFull: [DatabaseValueConvertible?] = [Int64.max, "s-å", Int64.min, "test.full", "error", "", 0.125, Int64(Int.max), "",
+                                                         #"{"text":"Grüße, 東京"}"#, "text", "text", "text", "text"]
+        let expectedBare: [DatabaseValueConvertible?] = [Int64.min, nil, nil, "", "info", "bare", nil, nil, nil, nil, "text", "null", "null", "null"]
+        #expect(f == expectedFull.map { $0?.databaseValue ?? .null })
+        #expect(b == expectedBare.map { $0?.databaseValue ?? .null })
+        await store.close()
+    }
+
     @Test("pushed events replay in seq order after a given seq")
     func replayBySeq() async throws {
         let dir = TempDirectory()
