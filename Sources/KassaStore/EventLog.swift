@@ -440,8 +440,13 @@ public final class EventLog: Sendable {
 
     static func apply(_ change: SessionUpdate, _ db: Database) throws {
         if let phase = change.phase {
-            try db.cachedStatement(sql: "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?")
-                .execute(arguments: [phase, change.atMs ?? 0, change.id])
+            // Three or four a flow: bound as the events are.
+            let sql = "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?"
+            var binding = RawBinding(try db.cachedStatement(sql: sql).sqliteStatement)
+            binding.bind(phase)
+            binding.bind(change.atMs ?? 0)
+            binding.bind(change.id)
+            try binding.step(db, sql: sql)
         }
         if let suffix = change.msisdnSuffix {
             try db.cachedStatement(sql: "UPDATE sessions SET msisdn_suffix = ? WHERE id = ?").execute(arguments: [suffix, change.id])
@@ -460,8 +465,7 @@ public final class EventLog: Sendable {
     /// value and its execution checks them: ≈ 12 % of the writer thread, for ≈ 20 inserts a flow.
     static func insert(_ pending: Pending, _ db: Database) throws {
         let event = pending.event
-        let statement = try db.cachedStatement(sql: insertSQL)
-        var binding = RawBinding(statement.sqliteStatement)
+        var binding = RawBinding(try db.cachedStatement(sql: insertSQL).sqliteStatement)
         binding.bind(event.atMs)
         binding.bind(event.sessionID)
         binding.bind(event.seq)

@@ -2,8 +2,8 @@ import GRDB
 import GRDBSQLite
 
 /// One execution of a prepared statement that returns no rows, its parameters bound in order
-/// through SQLite's own calls. For the writer's hot insert only; everything else goes through
-/// GRDB's arguments.
+/// through SQLite's own calls. For the writer's statements that run several times a flow (an
+/// event's insert, a session's phase); everything else goes through GRDB's arguments.
 struct RawBinding {
     private let statement: OpaquePointer
     private var index: Int32 = 0

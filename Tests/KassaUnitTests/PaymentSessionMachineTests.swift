@@ -32,6 +32,13 @@ struct PaymentSessionMachineTests {
         let parsed = PaymentOutput.parse(doc)!
         // What the gateway runs on an answer: the output read from its bytes.
         #expect(PaymentOutput.decode(doc.bytes) == parsed)
+        // `operation` answers as the first matching candidate would, for every rel and method.
+        for rel in OperationRel.allCases {
+            for method in [nil] + names.map(Optional.some) {
+                let first = parsed.candidates.first { $0.rel == rel.rawValue && (method == nil || $0.paymentMethod == method) }
+                #expect(parsed.operation(rel, method: method) == first, "\(rel) \(method ?? "any")")
+            }
+        }
         return parsed
     }
 

@@ -94,8 +94,18 @@ public struct PaymentOutput: Sendable, Equatable {
         return all.contains(where: \.next) ? all.filter(\.next) : all
     }
 
+    /// The first of `candidates` with this rel (and method), found without building that list:
+    /// the machine asks for several rels on every answer.
     public func operation(_ rel: OperationRel, method: String? = nil) -> Operation? {
-        candidates.first { $0.rel == rel.rawValue && (method == nil || $0.paymentMethod == method) }
+        let nextOnly = operations.contains(where: \.next) || methods.contains { $0.operations.contains(where: \.next) }
+        func matches(_ operation: Operation) -> Bool {
+            (!nextOnly || operation.next) && operation.rel == rel.rawValue && (method == nil || operation.paymentMethod == method)
+        }
+        if let found = operations.first(where: matches) { return found }
+        for each in methods {
+            if let found = each.operations.first(where: matches) { return found }
+        }
+        return nil
     }
 
     public func method(_ name: String) -> Method? { methods.first { $0.name == name } }

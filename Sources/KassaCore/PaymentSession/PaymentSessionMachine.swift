@@ -638,12 +638,13 @@ public struct PaymentSessionMachine: Sendable {
             return effects + [.schedulePoll(afterMs: pollIntervalMs, generation: pollGeneration)]
         }
         // 14. Nothing left to do but let the payer choose.
-        availableInstrumentsText = JSONValue.array(latestInstruments).bytes
+        let instruments = latestInstruments
+        availableInstrumentsText = JSONValue.array(instruments).bytes
         latestInstruments = []
         if !announced.instruments {
             announced.instruments = true
             state = .awaitingInstrument
-            effects.append(.push(PushEvent(.paymentSessionFetched, ["availableInstruments": .array(availableInstruments)])))
+            effects.append(.push(PushEvent(.paymentSessionFetched, ["availableInstruments": .array(instruments)])))
         } else if case .attempting(let attempt) = state {
             // An attempt upstream gives nothing more to do for: the SDKs' end state, unless this
             // evaluation showed the client something. A restored attempt, whose instrument only
