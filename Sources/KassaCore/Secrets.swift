@@ -7,6 +7,13 @@ public enum Secrets {
         return hex(bytes: bytes) { generator.next() }
     }
 
+    /// The time in milliseconds as 10 hex digits, then `randomBytes` random bytes as hex: as unique
+    /// and unguessable as the random part, and in creation order, so that an index on such ids
+    /// takes each new one where the newest are instead of rewriting a page anywhere in it.
+    public static func timeOrderedHex(nowMs: Int64, randomBytes: Int) -> String {
+        String(String(nowMs, radix: 16).suffix(10)).leftPadded(to: 10) + randomHex(bytes: randomBytes)
+    }
+
     /// `bytes` bytes drawn eight at a time from `next`, as lower-case hex.
     static func hex(bytes: Int, _ next: () -> UInt64) -> String {
         // Written into the string's own storage: one allocation (a request id is made per request).

@@ -96,9 +96,13 @@ struct MerchantAPITests {
         let stored = try t.node.store.paymentOrder(payeeReference: reference)
         #expect(stored?.paymentOrderID == id)
 
-        // Two orders never share a reference.
+        // "K", the creation time (10 hex digits), 72 random bits (18 hex digits).
+        #expect(reference.count == 29 && reference.first == "K" && reference.dropFirst().allSatisfy(\.isHexDigit))
+        // Two orders never share a reference, and a later one sorts after (time first: see `timeOrderedHex`).
+        try await Task.sleep(for: .milliseconds(2))
         let second = try JSONValue.parse(try await post(t, "/swedbank-pay-mobile/paymentorders", Self.paymentOrder()).body)
-        #expect(second["paymentorder"]?["payeeInfo"]?["payeeReference"]?.stringValue != reference)
+        let secondReference = try #require(second["paymentorder"]?["payeeInfo"]?["payeeReference"]?.stringValue)
+        #expect(secondReference != reference && secondReference > reference)
         await t.stop()
     }
 

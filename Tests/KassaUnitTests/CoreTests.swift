@@ -228,6 +228,12 @@ struct CoreSafetyTests {
 
     @Test("constant-time comparison agrees with ==")
     func constantTime() {
+        // Time-ordered ids: 10 hex digits of milliseconds, then the random part; later sorts after.
+        let early = Secrets.timeOrderedHex(nowMs: 1_700_000_000_000, randomBytes: 9)
+        let late = Secrets.timeOrderedHex(nowMs: 1_700_000_000_001, randomBytes: 9)
+        #expect(early.count == 28 && early.hasPrefix("8bcfe56800") && late.hasPrefix("8bcfe56801") && late > early)
+        #expect(Secrets.timeOrderedHex(nowMs: 5, randomBytes: 1).prefix(10) == "0000000005")
+        #expect(Secrets.timeOrderedHex(nowMs: 5, randomBytes: 9) != Secrets.timeOrderedHex(nowMs: 5, randomBytes: 9), "the random part differs")
         #expect(Secrets.constantTimeEquals("abc", "abc"))
         #expect(!Secrets.constantTimeEquals("abc", "abd"))
         #expect(!Secrets.constantTimeEquals("abc", "abcd"))

@@ -154,8 +154,9 @@ extension MerchantAPI {
         _ = input.string("paymentorder.productName", required: false)
         if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
 
-        // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000).
-        let payeeReference = "K" + Secrets.randomHex(bytes: 14)
+        // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000). Time first,
+        // like a session's id: two indexes are keyed by it, and random keys rewrote a leaf of each per order.
+        let payeeReference = "K" + Secrets.timeOrderedHex(nowMs: clock.nowMs(), randomBytes: 9)
         var payeeInfo = order["payeeInfo"]?.objectValue ?? [:]
         payeeInfo["payeeReference"] = .string(payeeReference)
         // Both SDKs send payeeId "" by default (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPaySDK+Extensions/

@@ -108,9 +108,7 @@ final class SessionService: SessionEnvironment {
     /// sessions are, instead of touching pages all over it (see bench/RESULTS.md).
     func newID() -> String { Self.newSessionID(nowMs: nowMs()) }
 
-    static func newSessionID(nowMs: Int64) -> String {
-        String(String(nowMs, radix: 16).suffix(10)).leftPadded(to: 10) + String(Secrets.randomHex(bytes: 11).prefix(22))
-    }
+    static func newSessionID(nowMs: Int64) -> String { Secrets.timeOrderedHex(nowMs: nowMs, randomBytes: 11) }
 
     // MARK: Find
 
