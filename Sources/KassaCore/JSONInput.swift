@@ -28,16 +28,17 @@ public struct JSONInput: Sendable {
         }
     }
 
-    /// The value at a dotted path (`paymentorder.urls.hostUrls`), walked in place: splitting the
-    /// path into an array on every lookup was a visible part of validating a payment order.
+    /// The value at a dotted path (`paymentorder.urls.hostUrls`), walked in place and by bytes:
+    /// splitting the path into an array, or walking it by Character, on every lookup was a
+    /// visible part of validating a payment order.
     public func value(_ path: String) -> JSONValue? {
         var current: JSONValue? = document
-        var rest = path[...]
-        while current != nil {
-            let key = rest.prefix { $0 != "." }
-            if !key.isEmpty { current = current?[String(key)] }
-            guard key.endIndex < rest.endIndex else { break }
-            rest = rest[rest.index(after: key.endIndex)...]
+        let utf8 = path.utf8
+        var start = utf8.startIndex
+        while current != nil, start < utf8.endIndex {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: ".")) ?? utf8.endIndex
+            if start < end { current = current?[String(path[start..<end])] }
+            start = end < utf8.endIndex ? utf8.index(after: end) : end
         }
         if case .null? = current { return nil }
         return current

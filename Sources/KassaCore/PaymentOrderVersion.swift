@@ -33,8 +33,8 @@ public enum PaymentOrderVersion: String, Sendable, CaseIterable {
     static func versionParameter(_ mediaType: String?) -> String? {
         guard let mediaType else { return nil }
         for parameter in mediaType.split(separator: ";").dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            if pair.count == 2, pair[0].lowercased() == "version" { return pair[1] }
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingHTTPSpace() }
+            if pair.count == 2, pair[0].lowercased() == "version" { return String(pair[1]) }
         }
         return nil
     }

@@ -63,6 +63,10 @@ struct StrictHTTPTests {
         #expect(text.status == 415)
         let json = try await exchange(t, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nYour-Api-Key: test-key\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: 2\r\n\r\n{}")
         #expect(json.status == 400, "a +json type is JSON: the body itself is what is wrong")
+        let spaced = try await exchange(t, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nYour-Api-Key: test-key\r\nContent-Type: \tApplication/JSON \t;charset=utf-8\r\nContent-Length: 2\r\n\r\n{}")
+        #expect(spaced.status == 400, "spaces and case around the media type do not matter")
+        let leading = try await exchange(t, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nYour-Api-Key: test-key\r\nContent-Type: ;application/json\r\nContent-Length: 2\r\n\r\n{}")
+        #expect(leading.status == 415, "the media type comes before the first ';'")
         await t.stop()
     }
 

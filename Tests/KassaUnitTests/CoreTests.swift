@@ -19,6 +19,16 @@ struct JSONTests {
         #expect(input.value("a.b.c.") == .number(7), "a trailing dot adds nothing")
     }
 
+    @Test("HTTP's optional whitespace is trimmed by bytes: spaces and tabs only, characters kept whole")
+    func httpSpace() {
+        for (given, expected) in [(" a\t", "a"), ("", ""), (" \t ", ""), ("é ", "é"), ("\t x é  ", "x é"), ("a b", "a b"), ("\u{A0}a", "\u{A0}a")] {
+            #expect(given[...].trimmingHTTPSpace() == expected[...], "\(given.debugDescription)")
+        }
+        // A media type's version parameter, however it is spaced and cased.
+        #expect(PaymentOrderVersion.requested(contentType: "application/json ;\tVersion = 3.1 ", productName: nil) == .v3_1)
+        #expect(PaymentOrderVersion.requested(contentType: "application/json; charset=utf-8", productName: "Checkout3") == .v3_0)
+    }
+
     @Test("parses and writes back the same document")
     func roundTrip() throws {
         let text = #"{"a":[1,2.5,-3e2,true,false,null],"b":{"c":"d\"\\\n\u00e9😀"},"e":""}"#

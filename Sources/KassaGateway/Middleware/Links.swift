@@ -172,7 +172,8 @@ struct Routing: Middleware {
     /// other type is refused.
     static func isJSON(_ contentType: String?) -> Bool {
         guard let contentType else { return true }
-        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let mediaType = contentType.utf8.firstIndex(of: UInt8(ascii: ";")).map { contentType[..<$0] } ?? contentType[...]
+        let type = mediaType.trimmingHTTPSpace().lowercased()
         return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
     }
 
