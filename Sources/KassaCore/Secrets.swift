@@ -9,7 +9,8 @@ public enum Secrets {
 
     /// The time in milliseconds as 10 hex digits, then `randomBytes` random bytes as hex: as unique
     /// and unguessable as the random part, and in creation order, so that an index on such ids
-    /// takes each new one where the newest are instead of rewriting a page anywhere in it.
+    /// takes each new one where the newest are instead of rewriting a page anywhere in it. (The
+    /// digits are the time's low 40 bits: the order starts over once in 35 years, next in 2039.)
     public static func timeOrderedHex(nowMs: Int64, randomBytes: Int) -> String {
         String(String(nowMs, radix: 16).suffix(10)).leftPadded(to: 10) + randomHex(bytes: randomBytes)
     }

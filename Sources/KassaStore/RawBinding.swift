@@ -34,7 +34,8 @@ struct RawBinding {
         record(value.withUTF8 { utf8 in
             // An empty string is text, not NULL: SQLite reads a null pointer as NULL.
             guard let base = utf8.baseAddress, !utf8.isEmpty else { return sqlite3_bind_text(statement, index, "", 0, Self.transient) }
-            return sqlite3_bind_text(statement, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(utf8.count), Self.transient)
+            guard let count = Int32(exactly: utf8.count) else { return SQLITE_TOOBIG }
+            return sqlite3_bind_text(statement, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), count, Self.transient)
         })
     }
 
@@ -48,7 +49,9 @@ struct RawBinding {
         let code = failure == SQLITE_OK ? sqlite3_step(statement) : failure
         defer { sqlite3_reset(statement) }
         guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: sql)
+            // A bind this type refused itself (text past 2 GiB) left no message on the connection.
+            let message = failure == SQLITE_OK ? sqlite3_errmsg(db.sqliteConnection) : sqlite3_errstr(code)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message.map { String(cString: $0) }, sql: sql)
         }
     }
 }
