@@ -40,10 +40,16 @@ struct TestNode {
         configure(&gateway)
         var edge = EdgeConfiguration(host: "127.0.0.1", port: 0)
         configureEdge(&edge)
-        node = try KassaNode(edge: edge, gateway: gateway,
-                             databasePath: dir.file("kassa.sqlite"), clock: clock, logger: logger)
-        // The port is open before the test goes on; the group then runs the node until `stop()`.
-        try node.start()
+        do {
+            node = try KassaNode(edge: edge, gateway: gateway,
+                                 databasePath: dir.file("kassa.sqlite"), clock: clock, logger: logger)
+            // The port is open before the test goes on; the group then runs the node until `stop()`.
+            try node.start()
+        } catch {
+            // A node refused at start (a test of that refusal) leaves no directory of its own behind.
+            if directory == nil { dir.cleanup() }
+            throw error
+        }
         let group = ServiceGroup(services: [node], logger: logger)
         self.group = group
         running = Task { try await group.run() }
