@@ -88,16 +88,19 @@ public struct PaymentOutput: Sendable, Equatable {
         return all
     }
 
-    /// If any candidate is marked `next`, only those count (the SDKs' "prioritised operations").
+    /// If any operation is marked `next`, only those count (the SDKs' "prioritised operations").
+    var onlyNextCount: Bool { operations.contains(where: \.next) || methods.contains { $0.operations.contains(where: \.next) } }
+
+    /// The operations that count (see `onlyNextCount`), in `allOperations`' order.
     public var candidates: [Operation] {
         let all = allOperations
-        return all.contains(where: \.next) ? all.filter(\.next) : all
+        return onlyNextCount ? all.filter(\.next) : all
     }
 
     /// The first of `candidates` with this rel (and method), found without building that list:
     /// the machine asks for several rels on every answer.
     public func operation(_ rel: OperationRel, method: String? = nil) -> Operation? {
-        let nextOnly = operations.contains(where: \.next) || methods.contains { $0.operations.contains(where: \.next) }
+        let nextOnly = onlyNextCount
         func matches(_ operation: Operation) -> Bool {
             (!nextOnly || operation.next) && operation.rel == rel.rawValue && (method == nil || operation.paymentMethod == method)
         }

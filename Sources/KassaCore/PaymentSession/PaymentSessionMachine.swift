@@ -493,7 +493,7 @@ public struct PaymentSessionMachine: Sendable {
         // the payload goes to attempt-payload (swedbank-pay-sdk-ios SwedbankPayPaymentSession.swift,
         // ApplePay/SwedbankPayAuthorization.swift; swedbank-pay-sdk-android SessionOperationHandler.kt,
         // googlepay/GooglePayService.kt).
-        if let payloadOp = o.candidates.first(where: { $0.rel == OperationRel.attemptPayload.rawValue }),
+        if let payloadOp = o.operation(.attemptPayload),
            let task = payloadOp.tasks.first(where: { $0.rel == OperationRel.walletSDK.rawValue }) {
             let method = payloadOp.paymentMethod ?? currentAttempt?.instrument?.paymentMethod ?? ""
             if var attempt = currentAttempt, let payload = attempt.walletPayload {
