@@ -86,6 +86,11 @@ extension EdgeServer {
             // Past its deadline the connection goes now: lws renews its own content timeout on
             // each piece of body, which can undo the heartbeat's asynchronous kill.
             if isOverdue(wsi) { return -1 }
+            // libwebsockets 4.1.6 gives a request that came in one read behind the one before it
+            // (pipelined) its own request line as its body, then loops on the rest for ever. No body
+            // Kassa reads starts with a method and a space: such a connection is closed unanswered,
+            // as HTTP lets a server close on a pipelining client (RFC 9112 §9.3.2; it retries).
+            if conn.body.isEmpty, !conn.bodyOverflow, let input, Self.startsWithMethod(conn.method, input, len) { return -1 }
             if conn.body.count + len > configuration.maxBodyBytes {
                 conn.bodyOverflow = true
                 conn.body = []
@@ -98,22 +103,15 @@ extension EdgeServer {
             guard let conn = connection(user), conn.awaitingBody else { return 0 }
             conn.awaitingBody = false
             if conn.bodyOverflow {
-                answerNow(conn, .problem(.payloadTooLarge(limit: configuration.maxBodyBytes)))
-            } else {
-                dispatch(conn)
+                return answerNow(conn, .problem(.payloadTooLarge(limit: configuration.maxBodyBytes)))
             }
-            return 0
+            return dispatch(conn)
 
         case LWS_CALLBACK_HTTP_WRITEABLE:
             guard let conn = connection(user), let response = conn.pendingResponse else { return 0 }
             conn.pendingResponse = nil
             conn.body = []
-            if response.abortConnection { return -1 }
-            if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
-            if lws_http_transaction_completed(wsi) != 0 { return -1 }
-            // Kept alive: the next request's head has the same deadline.
-            requestPending(wsi)
-            return 0
+            return answer(wsi: wsi, response)
 
         case LWS_CALLBACK_CLOSED_HTTP:
             if let user { forget(user) }
@@ -237,16 +235,14 @@ extension EdgeServer {
         conn.query = Self.queryArguments(wsi)
         conn.headers = readHeaders(wsi)
         guard let method = Self.method(wsi) else {
-            answerNow(conn, .problem(.methodNotAllowed("method not supported"), headers: [("allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")]))
-            return 0
+            return answerNow(conn, .problem(.methodNotAllowed("method not supported"), headers: [("allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")]))
         }
         conn.method = method
 
         if confined.draining {
             var response = HTTPResponse.problem(.serviceUnavailable("the server is shutting down"))
             response.closeConnection = true
-            answerNow(conn, response)
-            return 0
+            return answerNow(conn, response)
         }
 
         // Headers that must come once: two lengths, hosts or credentials are ambiguous (and
@@ -254,16 +250,14 @@ extension EdgeServer {
         if let repeated = Self.repeatedSingleHeader(wsi) {
             var response = HTTPResponse.problem(repeated)
             response.closeConnection = true
-            answerNow(conn, response)
-            return 0
+            return answerNow(conn, response)
         }
         var contentLength = 0
         if let raw = conn.headers["content-length"] {
             guard let length = Self.contentLength(raw) else {
                 var response = HTTPResponse.problem(.badRequest("Content-Length must be a whole number of bytes", parameter: "Content-Length"))
                 response.closeConnection = true
-                answerNow(conn, response)
-                return 0
+                return answerNow(conn, response)
             }
             contentLength = length
         }
@@ -273,26 +267,24 @@ extension EdgeServer {
             var response = HTTPResponse.problem(.kassa("length-required", "Length Required", 411,
                                                        detail: "send the request body with a Content-Length header"))
             response.closeConnection = true
-            answerNow(conn, response)
-            return 0
+            return answerNow(conn, response)
         }
         if contentLength > configuration.maxBodyBytes {
             // The body is not read: answer and close, so it is not taken for the next request.
             var response = HTTPResponse.problem(.payloadTooLarge(limit: configuration.maxBodyBytes))
             response.closeConnection = true
-            answerNow(conn, response)
-            return 0
+            return answerNow(conn, response)
         }
         if contentLength > 0 {
             conn.awaitingBody = true
             conn.body.reserveCapacity(min(contentLength, configuration.maxBodyBytes))
-        } else {
-            dispatch(conn)
+            return 0
         }
-        return 0
+        return dispatch(conn)
     }
 
-    private func dispatch(_ conn: EdgeConnection) {
+    /// Hands a whole request to the handler: answered now when it can (see `answerNow`), else by a task.
+    private func dispatch(_ conn: EdgeConnection) -> Int32 {
         let request = HTTPRequest(connectionID: conn.id, method: conn.method, path: conn.path, query: conn.query,
                                   headers: conn.headers, body: conn.body, remoteAddress: remoteAddress(conn.wsi))
         conn.body = []
@@ -305,14 +297,33 @@ extension EdgeServer {
             let response = await handler.respond(to: request)
             post(.response(id, response))
         }
+        return 0
     }
 
-    /// Answers on the service thread without a handler (limits, draining).
-    private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) {
+    /// Answers from the connection's own callback, on the service thread: the callback's result.
+    /// An answer that keeps the connection is written at once (a pass of the loop and a poll
+    /// change sooner; lws keeps what the socket does not take and sends it first). One that
+    /// closes or drops the connection waits for its writeable callback, so the close follows
+    /// the whole answer.
+    private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) -> Int32 {
         requestDone(conn.wsi)
         conn.awaitingBody = false
-        conn.pendingResponse = response
-        lws_callback_on_writable(conn.wsi)
+        guard !response.closeConnection, !response.abortConnection, lws_partial_buffered(conn.wsi) == 0 else {
+            conn.pendingResponse = response
+            lws_callback_on_writable(conn.wsi)
+            return 0
+        }
+        return answer(wsi: conn.wsi, response)
+    }
+
+    /// Writes an answer and ends its transaction: -1 when the connection goes.
+    private func answer(wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
+        if response.abortConnection { return -1 }
+        if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
+        if lws_http_transaction_completed(wsi) != 0 { return -1 }
+        // Kept alive: the next request's head has the same deadline.
+        requestPending(wsi)
+        return 0
     }
 
     /// Writes the status line, headers and body in one `lws_write`, so one `send` (HTTP/1.1 only:
@@ -686,9 +697,27 @@ extension EdgeServer {
     static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
         let length = Int(lws_hdr_total_length(wsi, token))
         guard length > 0 else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        guard lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token) >= 0 else { return nil }
-        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return copied(capacity: length + 1) { lws_hdr_copy(wsi, $0, $1, token) }
+    }
+
+    /// Whether `len` bytes at `input` begin as a request line of `method` would ("POST ").
+    static func startsWithMethod(_ method: HTTPMethod, _ input: UnsafeMutableRawPointer, _ len: Int) -> Bool {
+        let line = Array(method.rawValue.utf8) + [UInt8(ascii: " ")]
+        guard len > 0 else { return false }
+        return UnsafeRawBufferPointer(start: input, count: min(len, line.count)).elementsEqual(line.prefix(len))
+    }
+
+    /// A string libwebsockets copies into a buffer of `capacity` bytes (its NUL included) and
+    /// whose length `copy` returns (negative: it failed), read up to its first NUL. The buffer is
+    /// a temporary one (on the stack at header sizes): one allocation a value, for its `String`.
+    static func copied(capacity: Int, _ copy: (UnsafeMutablePointer<CChar>, Int32) -> Int32) -> String? {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer -> String? in
+            guard let base = buffer.baseAddress else { return nil }
+            let length = copy(base, Int32(capacity))
+            guard length >= 0 else { return nil }
+            let count = strnlen(base, min(Int(length), capacity - 1))
+            return String(decoding: UnsafeRawBufferPointer(start: base, count: count), as: UTF8.self)
+        }
     }
 
     /// Query arguments, one lws fragment each, already percent-decoded by lws.
@@ -698,9 +727,7 @@ extension EdgeServer {
         while true {
             let length = Int(lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, index))
             guard length > 0 else { break }
-            var buffer = [CChar](repeating: 0, count: length + 1)
-            guard lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index) >= 0 else { break }
-            let fragment = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard let fragment = copied(capacity: length + 1, { lws_hdr_copy_fragment(wsi, $0, $1, WSI_TOKEN_HTTP_URI_ARGS, index) }) else { break }
             index += 1
             // A bare "?" reaches us from lws as an argument "/": it is no argument.
             if fragment.isEmpty || fragment == "/" { continue }
@@ -731,23 +758,26 @@ extension EdgeServer {
     /// The known headers lws parsed, plus the configured custom ones.
     func readHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        for (token, name) in Self.headerTokens where lws_hdr_total_length(wsi, token) > 0 {
-            guard let value = Self.header(wsi, token) else { continue }
-            headers.appendLowercased(name, value)
+        // By index: most tokens are absent, and their names are not touched (nor retained) for them.
+        let known = Self.headerTokens
+        for i in known.indices where lws_hdr_total_length(wsi, known[i].token) > 0 {
+            guard let value = Self.header(wsi, known[i].token) else { continue }
+            headers.appendLowercased(known[i].name, value)
         }
-        for (name, key) in customHeaderKeys {
-            let length = Int(lws_hdr_custom_length(wsi, key, Int32(key.utf8.count)))
-            guard length >= 0 else { continue }
-            var buffer = [CChar](repeating: 0, count: length + 1)
-            guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), key, Int32(key.utf8.count)) >= 0 else { continue }
-            headers.appendLowercased(name, String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        for custom in customHeaderKeys {
+            let value = custom.key.withUnsafeBufferPointer { key -> String? in
+                guard let base = key.baseAddress else { return nil }
+                let keyLength = Int32(key.count - 1)   // without its NUL
+                let length = Int(lws_hdr_custom_length(wsi, base, keyLength))
+                guard length >= 0 else { return nil }
+                return Self.copied(capacity: length + 1) { lws_hdr_custom_copy(wsi, $0, $1, base, keyLength) }
+            }
+            if let value { headers.appendLowercased(custom.name, value) }
         }
         return headers
     }
 
     static func peer(_ wsi: OpaquePointer) -> String {
-        var buffer = [CChar](repeating: 0, count: 64)
-        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
-        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        copied(capacity: 64) { lws_get_peer_simple(wsi, $0, Int($1)) == nil ? -1 : $1 - 1 } ?? ""
     }
 }

@@ -23,8 +23,9 @@ public struct EdgeStartError: Error, CustomStringConvertible, Sendable {
 public final class EdgeServer: @unchecked Sendable {
     public let configuration: EdgeConfiguration
     let handler: EdgeHandler
-    /// Each custom header's name as requests carry it, and as libwebsockets looks it up ("name:", lower-case).
-    let customHeaderKeys: [(name: String, key: String)]
+    /// Each custom header's name as requests carry it, and as libwebsockets looks it up ("name:", lower-case,
+    /// a C string made once).
+    let customHeaderKeys: [(name: String, key: ContiguousArray<CChar>)]
 
     enum Command {
         case response(UInt64, HTTPResponse)
@@ -59,7 +60,7 @@ public final class EdgeServer: @unchecked Sendable {
     public init(configuration: EdgeConfiguration, handler: EdgeHandler) {
         self.configuration = configuration
         self.handler = handler
-        customHeaderKeys = configuration.customHeaderNames.map { ($0.lowercased(), $0.lowercased() + ":") }
+        customHeaderKeys = configuration.customHeaderNames.map { ($0.lowercased(), ($0.lowercased() + ":").utf8CString) }
     }
 
     deinit {

@@ -36,6 +36,27 @@ struct StrictHTTPTests {
         await t.stop()
     }
 
+    @Test("pipelined requests without a body are answered in order; one with a body closes the connection unanswered, and the node serves on")
+    func pipelined() async throws {
+        let t = try TestNode()
+        let get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        let post = "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nYour-Api-Key: test-key\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        let (statuses, closed) = try await onThread { [port = t.node.port] in
+            let socket = try RawSocket(port: port, timeoutSeconds: 20, source: "127.0.3.9")
+            try socket.send(get + get + get)
+            var statuses = (0..<3).map { _ in socket.readHTTPResponse()?.status ?? 0 }
+            // In one write, so the POST arrives in the same read as the GET before it.
+            try socket.send(get + post)
+            statuses.append(socket.readHTTPResponse()?.status ?? 0)
+            return (statuses, socket.closesWithNothingMore())
+        }
+        #expect(statuses == [200, 200, 200, 200])
+        #expect(closed)
+        // The service thread is not stuck on that connection: a new one is answered.
+        #expect(try await exchange(t, get, source: "127.0.3.10").status == 200)
+        await t.stop()
+    }
+
     @Test("two Authorization or Host headers are 400, on requests and on upgrades")
     func repeatedCredentials() async throws {
         let t = try TestNode()

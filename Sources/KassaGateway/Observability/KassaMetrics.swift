@@ -71,6 +71,16 @@ public final class KassaMetrics: Sendable {
         let labelValues: [String]
     }
 
+    private struct HTTPSeriesKey: Hashable {
+        let route: String
+        let status: Int
+    }
+    private struct HTTPSeries: Sendable {
+        let requests: CoreMetrics.Counter
+        let duration: CoreMetrics.Timer
+    }
+    private let httpHandles = Mutex<[HTTPSeriesKey: HTTPSeries]>([:])
+
     private func handle<Handle: AnyObject & Sendable>(_ label: String, _ dimensions: [(String, String)],
                                                      make: (String, [(String, String)]) -> Handle) -> Handle {
         let key = HandleKey(label: label, labelValues: dimensions.map(\.1))
@@ -126,9 +136,21 @@ public final class KassaMetrics: Sendable {
     // MARK: Recording
 
     func httpRequest(route: String, status: Int, seconds: Double) {
-        counter("kassa_http_requests_total", [("route", route), ("status", String(status))]).increment()
-        timer("kassa_http_request_duration_seconds", [("route", route)])
-            .recordNanoseconds(Int64(seconds * 1e9))
+        let series = httpSeries(route: route, status: status)
+        series.requests.increment()
+        series.duration.recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    /// A route's and status's two handles under one key of a name and a number: every request
+    /// records here (on the edge thread for the answers it gives itself), and `handle` would hash
+    /// each metric's name and label values, building their arrays, twice a request.
+    private func httpSeries(route: String, status: Int) -> HTTPSeries {
+        let key = HTTPSeriesKey(route: route, status: status)
+        if let known = httpHandles.withLock({ $0[key] }) { return known }
+        let made = HTTPSeries(requests: counter("kassa_http_requests_total", [("route", route), ("status", String(status))]),
+                              duration: timer("kassa_http_request_duration_seconds", [("route", route)]))
+        httpHandles.withLock { $0[key] = made }
+        return made
     }
 
     func webSocketOpened(open: Int) {
