@@ -301,8 +301,8 @@ extension EdgeServer {
     }
 
     /// Answers from the connection's own callback, on the service thread: the callback's result.
-    /// An answer that keeps the connection is written at once (a pass of the loop and a poll
-    /// change sooner; lws keeps what the socket does not take and sends it first). One that
+    /// An answer that keeps the connection is written at once (a pass of the loop sooner; lws
+    /// keeps what the socket does not take and sends it first). One that
     /// closes or drops the connection waits for its writeable callback, so the close follows
     /// the whole answer.
     private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) -> Int32 {
