@@ -758,9 +758,10 @@ extension EdgeServer {
     /// The known headers lws parsed, plus the configured custom ones.
     func readHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        // By index: most tokens are absent, and their names are not touched (nor retained) for them.
+        // By index: most tokens are absent (`header` asks their length once and stops), and their
+        // names are not touched (nor retained) for them.
         let known = Self.headerTokens
-        for i in known.indices where lws_hdr_total_length(wsi, known[i].token) > 0 {
+        for i in known.indices {
             guard let value = Self.header(wsi, known[i].token) else { continue }
             headers.appendLowercased(known[i].name, value)
         }

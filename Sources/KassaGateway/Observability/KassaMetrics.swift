@@ -146,11 +146,14 @@ public final class KassaMetrics: Sendable {
     /// each metric's name and label values, building their arrays, twice a request.
     private func httpSeries(route: String, status: Int) -> HTTPSeries {
         let key = HTTPSeriesKey(route: route, status: status)
-        if let known = httpHandles.withLock({ $0[key] }) { return known }
-        let made = HTTPSeries(requests: counter("kassa_http_requests_total", [("route", route), ("status", String(status))]),
-                              duration: timer("kassa_http_request_duration_seconds", [("route", route)]))
-        httpHandles.withLock { $0[key] = made }
-        return made
+        return httpHandles.withLock { series in
+            if let known = series[key] { return known }
+            // `counter` and `timer` take `handles`' lock inside this one; nothing takes them the other way round.
+            let made = HTTPSeries(requests: counter("kassa_http_requests_total", [("route", route), ("status", String(status))]),
+                                  duration: timer("kassa_http_request_duration_seconds", [("route", route)]))
+            series[key] = made
+            return made
+        }
     }
 
     func webSocketOpened(open: Int) {
