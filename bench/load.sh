@@ -48,6 +48,7 @@ sim=$!
 gw=$!
 trap 'kill $gw $sim 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KASSA_BENCH_OUT:-}" ] || rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$gw_port/readyz" >/dev/null && break; sleep 0.1; done
+echo "$gw_port" >"$out/gateway.port"   # for a sampler beside the run (bench/soak.sh)
 cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }   # user + system of a /proc process or task, in clock ticks
 # Per-thread CPU ticks ("name ticks" lines) and the process's switches and writes, for the per-flow counts.
 threads() { for t in /proc/$gw/task/*; do printf '%s\t%s\n' "$(cat "$t/comm")" "$(cpu_ticks "$t")"; done 2>/dev/null; }
@@ -76,6 +77,7 @@ if [ "${KASSA_BENCH_ALLOCS:-0}" = 1 ]; then
   perf stat -e probe_libc:malloc -e "$(perf probe -l 2>/dev/null | awk '/swift_job_run / && !n++ {print $1}')" -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
 fi
 status=0
+date +%s.%N >"$out/client.start"   # the client's timeline counts seconds from here
 ${KASSA_BENCH_LOAD_PREFIX:-} "${harness_pin[@]}" $client load --url "http://127.0.0.1:$gw_port" --api-key bench-key --scenario "$scenario" --json "$out/report.json" "$@" \
   2>"$out/progress.log" || status=$?
 kill $sampler 2>/dev/null || true

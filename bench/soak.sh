@@ -17,13 +17,38 @@ else
   out="${1:-$(mktemp -d)}"
   shift || true
   mkdir -p "$out"
-  python3 - "$out/kassa.sqlite-shm" > "$out/wal-frames.txt" <<'PY' &
-import struct, sys, time
+  rm -f "$out/gateway.port" "$out/seconds.jsonl"
+  python3 - "$out" > "$out/wal-frames.txt" <<'PY' &
+import json, re, struct, sys, time, urllib.request
+out = sys.argv[1]
+# Once a second, beside the WAL: the gateway's own push latency, event-log commit and WAL-restart
+# hold buckets (cumulative, from /metrics), the machine's stolen and I/O-wait CPU ticks (/proc/stat) and the
+# time every task was stalled on I/O (/proc/pressure/io "full", µs). A slow second can then be
+# told apart: inside the gateway, in its commits, or on the host.
+buckets = re.compile(r'^kassa_(push_latency|eventlog_write|eventlog_wal_restart)_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
+port, next_scrape = None, 0.0
 while True:
     try:
-        with open(sys.argv[1], "rb") as f: print(f"{time.time():.1f} {struct.unpack_from('<I', f.read(20), 16)[0]}", flush=True)
+        with open(out + "/kassa.sqlite-shm", "rb") as f: print(f"{time.time():.1f} {struct.unpack_from('<I', f.read(20), 16)[0]}", flush=True)
     except (OSError, struct.error):
         pass  # not created yet
+    now = time.time()
+    if now >= next_scrape:
+        next_scrape = now + 1.0
+        try:
+            port = port or open(out + "/gateway.port").read().strip()
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5).read().decode()
+            line = {"time": round(now, 3), "push": [], "write": [], "restart": []}
+            key = {"push_latency": "push", "eventlog_write": "write", "eventlog_wal_restart": "restart"}
+            for name, le, count in buckets.findall(text):
+                line[key[name]].append([float(le), float(count)])
+            cpu = open("/proc/stat").readline().split()
+            line["iowaitTicks"], line["stealTicks"] = int(cpu[5]), int(cpu[8])
+            full = open("/proc/pressure/io").read().split("full ")[1]
+            line["ioFullUs"] = int(full.split("total=")[1])
+            with open(out + "/seconds.jsonl", "a") as f: f.write(json.dumps(line) + "\n")
+        except (OSError, ValueError, IndexError):
+            pass  # the gateway not up yet, or gone
     time.sleep(0.2)
 PY
   sampler=$!
@@ -83,3 +108,58 @@ if len(warm) >= 3:
                       "failedTotal": report["failedTotal"], "protocolErrors": report["protocolErrors"],
                       "connectionErrors": report["connectionErrors"]}))
 PY
+# Each second with a client-side push p99 over 50 ms, against the sampler's seconds that overlap
+# it: the gateway's own push p99 (state change to frame written), the slowest event-log commit and
+# the longest hold of the commits for a WAL restart (the upper bounds of their histogram buckets),
+# and the host's stolen and I/O-wait ticks and full
+# I/O stall. The gateway's own count of seconds over 50 ms comes first.
+if [ -s "$out/seconds.jsonl" ] && [ -s "$out/client.start" ]; then python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+scrapes = [json.loads(l) for l in open(out + "/seconds.jsonl")]
+start = float(open(out + "/client.start").read())
+timeline = json.load(open(out + "/report.json"))["timeline"]
+def delta(a, b, key):   # the buckets' counts in (a, b]: cumulative, as Prometheus keeps them
+    return [(le, c - p) for (le, c), (_, p) in zip(b[key], a[key])]
+def p99_ms(buckets):
+    total = buckets[-1][1] if buckets else 0
+    if total <= 0: return None
+    rank, lower, below = 0.99 * total, 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            return round(lower * 1000, 1) if le == float("inf") else round((lower + (le - lower) * (rank - below) / max(count - below, 1e-9)) * 1000, 1)
+        lower, below = le, count
+def slowest_ms(buckets):   # the smallest bound that holds every commit of the interval
+    total = buckets[-1][1] if buckets else 0
+    return next((le * 1000 for le, count in buckets if count >= total), None) if total > 0 else None
+intervals = []
+for a, b in zip(scrapes, scrapes[1:]):
+    if any(len(a.get(k, [])) != len(b.get(k, [])) for k in ("push", "write", "restart")): continue
+    intervals.append({"from": a["time"], "to": b["time"], "gatewayP99Ms": p99_ms(delta(a, b, "push")),
+                      "slowestCommitMs": slowest_ms(delta(a, b, "write")),
+                      "longestRestartHoldMs": slowest_ms(delta(a, b, "restart")) if a.get("restart") else None,
+                      "stealTicks": b["stealTicks"] - a["stealTicks"], "iowaitTicks": b["iowaitTicks"] - a["iowaitTicks"],
+                      "ioFullMs": round((b["ioFullUs"] - a["ioFullUs"]) / 1000, 1)})
+slow = []
+for line in timeline:
+    if (line.get("pushP99Ms") or 0) <= 50: continue
+    lo, hi = start + line["t"] - 1, start + line["t"]
+    near = [i for i in intervals if i["to"] > lo and i["from"] < hi]
+    if not near: continue
+    slow.append({"t": line["t"], "clientP99Ms": line["pushP99Ms"], "flowsPerSecond": line["flowsPerSecond"],
+                 "gatewayP99Ms": max((i["gatewayP99Ms"] or 0) for i in near),
+                 "slowestCommitMs": max((i["slowestCommitMs"] or 0) for i in near),
+                 "longestRestartHoldMs": max((i["longestRestartHoldMs"] or 0) for i in near),
+                 "stealTicks": sum(i["stealTicks"] for i in near), "iowaitTicks": sum(i["iowaitTicks"] for i in near),
+                 "ioFullMs": round(sum(i["ioFullMs"] for i in near), 1)})
+print(json.dumps({"gatewaySeconds": len(intervals), "gatewaySecondsOver50Ms": sum((i["gatewayP99Ms"] or 0) > 50 for i in intervals),
+                  "gatewaySecondsOver20Ms": sum((i["gatewayP99Ms"] or 0) > 20 for i in intervals),
+                  "secondsWithACommitOver50Ms": sum((i["slowestCommitMs"] or 0) > 50 for i in intervals),
+                  "slowClientSeconds": len(slow), "ofThemGatewayOver50Ms": sum(s["gatewayP99Ms"] > 50 for s in slow),
+                  "ofThemCommitOver50Ms": sum(s["slowestCommitMs"] > 50 for s in slow),
+                  "ofThemRestartHoldOver50Ms": sum(s["longestRestartHoldMs"] > 50 for s in slow),
+                  "secondsWithARestartHoldOver50Ms": sum((i["longestRestartHoldMs"] or 0) > 50 for i in intervals),
+                  "ofThemWithSteal": sum(s["stealTicks"] > 0 for s in slow)}))
+for s in slow: print(json.dumps(s))
+PY
+fi

@@ -77,6 +77,7 @@ public final class Gateway: EdgeHandler {
         store.eventLog.onWrite { count, seconds, ok in
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }
+        store.eventLog.onWALRestart { seconds in metrics.eventLogWALRestart(seconds: seconds) }
     }
 
     /// The edge that serves this gateway, for WebSocket sends.

@@ -33,8 +33,10 @@ final class Checkpointer: Sendable {
     private let wake = DispatchSemaphore(value: 0)
 
     /// nil when the database cannot be opened a second time (then the writer's backstop checkpoints).
-    /// `written`: how many events the log has committed so far.
-    init?(path: String, gate: CommitGate, written: @escaping @Sendable () -> UInt64) {
+    /// `written`: how many events the log has committed so far; `heldCommits`: how long the commit
+    /// gate was held for a catch-up, in seconds, each time.
+    init?(path: String, gate: CommitGate, written: @escaping @Sendable () -> UInt64,
+          heldCommits: @escaping @Sendable (Double) -> Void = { _ in }) {
         let connection: DatabaseQueue
         do {
             var configuration = Configuration()
@@ -72,7 +74,12 @@ final class Checkpointer: Sendable {
                 lastFrames = frames
                 backlog = max(arrived, frames - copied)
                 guard frames >= Self.restartFrames, arrived <= Self.catchUpFrames, frames == copied else { continue }
-                _ = gate.held { Self.checkpoint(connection) }
+                let held = gate.held { () -> Duration in
+                    let began = ContinuousClock.now
+                    _ = Self.checkpoint(connection)
+                    return began.duration(to: .now)
+                }
+                heldCommits(held.inSeconds)
                 backlog = 0
             }
             // Closed here, not whenever the thread's closure is released: the last connection

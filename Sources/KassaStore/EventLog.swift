@@ -108,6 +108,7 @@ public final class EventLog: Sendable {
     /// (see `Checkpointer`).
     let commitGate = CommitGate()
     private let writeObservers = Mutex<[@Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void]>([])
+    private let restartObservers = Mutex<[@Sendable (_ seconds: Double) -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -126,6 +127,17 @@ public final class EventLog: Sendable {
     /// Calls `observer` on the writer thread after each transaction, committed or failed (for metrics).
     public func onWrite(_ observer: @escaping @Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void) {
         writeObservers.withLock { $0.append(observer) }
+    }
+
+    /// Calls `observer` on the checkpointer's thread each time it has held the commits so that the
+    /// WAL can start over, with how long it held them (for metrics: every commit waiting meanwhile
+    /// waited that long, and every push behind those commits).
+    public func onWALRestart(_ observer: @escaping @Sendable (_ seconds: Double) -> Void) {
+        restartObservers.withLock { $0.append(observer) }
+    }
+
+    func walRestarted(holdingCommitsFor seconds: Double) {
+        for observer in restartObservers.withLock({ $0 }) { observer(seconds) }
     }
 
     /// Queues an event; it is durable once a later `flush()` returns.

@@ -68,7 +68,8 @@ public final class Store: Sendable {
         self.database = pool
         self.eventLog = EventLog(pool: pool)
         let eventLog = self.eventLog
-        self.checkpointer = Checkpointer(path: path, gate: eventLog.commitGate, written: { eventLog.writtenCount })
+        self.checkpointer = Checkpointer(path: path, gate: eventLog.commitGate, written: { eventLog.writtenCount },
+                                         heldCommits: { eventLog.walRestarted(holdingCommitsFor: $0) })
     }
 
     /// Bytes per page of a database this store creates.

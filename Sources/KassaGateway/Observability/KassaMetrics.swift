@@ -44,6 +44,8 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_upstream_circuit_open", kind: .gauge, help: "1 while the circuit breaker for an upstream origin is open.", labels: ["origin"]),
         Metric(name: "kassa_eventlog_batch_size", kind: .histogram(seconds: false), help: "Events per event-log transaction.", labels: []),
         Metric(name: "kassa_eventlog_write_seconds", kind: .histogram(seconds: true), help: "Time to commit one event-log transaction.", labels: []),
+        Metric(name: "kassa_eventlog_wal_restart_seconds", kind: .histogram(seconds: true),
+               help: "Time the event log's commits were held while the WAL's last frames were copied back, so that the next commit starts it over.", labels: []),
         Metric(name: "kassa_eventlog_queue_depth", kind: .gauge, help: "Events queued for the event log, not yet committed.", labels: []),
         Metric(name: "kassa_eventlog_write_errors_total", kind: .counter, help: "Event-log transactions that failed (kept and retried).", labels: []),
         Metric(name: "kassa_auth_failures_total", kind: .counter, help: "Credentials refused (401), on every door.", labels: []),
@@ -125,6 +127,8 @@ public final class KassaMetrics: Sendable {
         }
         counter("kassa_auth_failures_total").increment(by: 0)
         counter("kassa_cors_refused_total").increment(by: 0)
+        // Exported before the first restart (minutes into a busy day, never on a quiet one).
+        _ = timer("kassa_eventlog_wal_restart_seconds")
         for reason in ["missing", "invalid", "expired"] {
             counter("kassa_client_tokens_refused_total", [("reason", reason)]).increment(by: 0)
         }
@@ -214,6 +218,10 @@ public final class KassaMetrics: Sendable {
     }
 
     func eventLogWriteError() { counter("kassa_eventlog_write_errors_total").increment() }
+
+    func eventLogWALRestart(seconds: Double) {
+        timer("kassa_eventlog_wal_restart_seconds").recordNanoseconds(Int64(seconds * 1e9))
+    }
 
     /// A credential refused (401), on any door.
     func authenticationFailed() { counter("kassa_auth_failures_total").increment() }
