@@ -23,7 +23,9 @@ public struct UpstreamURL: Sendable, Equatable {
 
     /// `scheme://host:port`, the port always written: what an href must share with the
     /// configured upstream, and what a circuit breaker is kept for.
-    public var origin: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    /// (The colon is looked for by byte: `contains(":")` on a String goes through Foundation's
+    /// NSString search, 1 % of the Swift pool's time in a card flow.)
+    public var origin: String { "\(scheme)://\(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host):\(port)" }
 
     /// Nil when libcurl does not take it as an absolute URL with a host.
     public init?(_ url: String) {
