@@ -91,6 +91,8 @@ kill -TERM $gw; wait $gw || true   # a graceful stop flushes the event log
 python3 - "$out" "$start_rss" "$end_rss" "$metrics" "$gw_cpu" "$sim_cpu" "$ticks" "$switches_start $switches_end" "$io_start" "$io_end" <<'PY'
 import csv, json, sys, re, sqlite3
 from collections import defaultdict
+sys.path.insert(0, "bench")
+from histogram import quantile_ms
 out, start, end, metrics = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 switches = [int(x) for x in sys.argv[8].split()]
 io_start, io_end = [int(x) for x in sys.argv[9].split()], [int(x) for x in sys.argv[10].split()]
@@ -114,18 +116,9 @@ db = sqlite3.connect(out + "/kassa.sqlite")
 def metric(name):
     m = re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % re.escape(name), metrics, re.M)
     return sum(float(x) for x in m) if m else None
-def bucket_quantile(name, q):   # as Prometheus's histogram_quantile: linear within the bucket, in ms
-    buckets = sorted((float("inf") if le == "+Inf" else float(le), float(v))
-                     for le, v in re.findall(r'^%s_bucket\{[^}]*le="([^"]+)"[^}]*\} ([0-9.e+]+)$' % re.escape(name), metrics, re.M))
-    if not buckets or buckets[-1][1] == 0:
-        return None
-    rank, lower, below = q * buckets[-1][1], 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            if le == float("inf"):
-                return round(lower * 1000, 3)
-            return round((lower + (le - lower) * (rank - below) / max(count - below, 1e-9)) * 1000, 3)
-        lower, below = le, count
+def bucket_quantile(name, q):   # a histogram's quantile in ms, from the scrape at the end
+    return quantile_ms(sorted((float("inf") if le == "+Inf" else float(le), float(v))
+                              for le, v in re.findall(r'^%s_bucket\{[^}]*le="([^"]+)"[^}]*\} ([0-9.e+]+)$' % re.escape(name), metrics, re.M)), q)
 completed = report["completed"]
 # perf stat's CSV line: count,unit,event,… (only with KASSA_BENCH_ALLOCS=1).
 allocations = jobs = None

@@ -115,27 +115,21 @@ PY
 # I/O stall. The gateway's own count of seconds over 50 ms comes first.
 if [ -s "$out/seconds.jsonl" ] && [ -s "$out/client.start" ]; then python3 - "$out" <<'PY'
 import json, sys
+sys.path.insert(0, "bench")
+from histogram import quantile_ms
 out = sys.argv[1]
 scrapes = [json.loads(l) for l in open(out + "/seconds.jsonl")]
 start = float(open(out + "/client.start").read())
 timeline = json.load(open(out + "/report.json"))["timeline"]
 def delta(a, b, key):   # the buckets' counts in (a, b]: cumulative, as Prometheus keeps them
     return [(le, c - p) for (le, c), (_, p) in zip(b[key], a[key])]
-def p99_ms(buckets):
-    total = buckets[-1][1] if buckets else 0
-    if total <= 0: return None
-    rank, lower, below = 0.99 * total, 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            return round(lower * 1000, 1) if le == float("inf") else round((lower + (le - lower) * (rank - below) / max(count - below, 1e-9)) * 1000, 1)
-        lower, below = le, count
 def slowest_ms(buckets):   # the smallest bound that holds every commit of the interval
     total = buckets[-1][1] if buckets else 0
     return next((le * 1000 for le, count in buckets if count >= total), None) if total > 0 else None
 intervals = []
 for a, b in zip(scrapes, scrapes[1:]):
     if any(len(a.get(k, [])) != len(b.get(k, [])) for k in ("push", "write", "restart")): continue
-    intervals.append({"from": a["time"], "to": b["time"], "gatewayP99Ms": p99_ms(delta(a, b, "push")),
+    intervals.append({"from": a["time"], "to": b["time"], "gatewayP99Ms": quantile_ms(delta(a, b, "push"), 0.99, digits=1),
                       "slowestCommitMs": slowest_ms(delta(a, b, "write")),
                       "longestRestartHoldMs": slowest_ms(delta(a, b, "restart")) if a.get("restart") else None,
                       "stealTicks": b["stealTicks"] - a["stealTicks"], "iowaitTicks": b["iowaitTicks"] - a["iowaitTicks"],
