@@ -36,7 +36,7 @@ final class Checkpointer: Sendable {
     /// `written`: how many events the log has committed so far; `heldCommits`: how long the commit
     /// gate was held for a catch-up, in seconds, each time.
     init?(path: String, gate: CommitGate, written: @escaping @Sendable () -> UInt64,
-          heldCommits: @escaping @Sendable (Double) -> Void = { _ in }) {
+          heldCommits: @escaping @Sendable (Double) -> Void) {
         let connection: DatabaseQueue
         do {
             var configuration = Configuration()
