@@ -80,7 +80,7 @@ let package = Package(
         ]),
         // `kassa load`: scripted WebSocket load against a gateway.
         .target(name: "KassaLoad", dependencies: [
-            "KassaCore", "KassaEdge", "KassaUpstream",
+            "KassaCore", "KassaEdge",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // libFuzzer targets for every parser (bench/fuzz.sh builds them with -sanitize=fuzzer).

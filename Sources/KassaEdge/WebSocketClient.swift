@@ -15,11 +15,14 @@ public enum WebSocketClientEvent: Sendable, Equatable {
 /// Why a client connection could not be made.
 public struct WebSocketClientError: Error, CustomStringConvertible, Sendable {
     public let description: String
+    /// No answer came within the time allowed.
+    public var timedOut = false
 }
 
 /// A libwebsockets WebSocket client: one client context and one service
 /// thread for any number of connections (the tests' thin client, and the
-/// load generator's). Like the server, only the service thread touches lws;
+/// load generator's), and plain HTTP/1.1 requests on the same thread
+/// (`request`, in WebSocketClient+HTTP). Like the server, only the service thread touches lws;
 /// other threads post to an outbox and wake it with `lws_cancel_service`.
 ///
 /// ```swift
@@ -34,6 +37,7 @@ public final class WebSocketClient: @unchecked Sendable {
         case send(UInt64, [UInt8])
         case close(UInt64)
         case abandonIfNotOpen(UInt64)
+        case request(HTTPExchange)
         case stop
     }
 
@@ -41,13 +45,20 @@ public final class WebSocketClient: @unchecked Sendable {
     var context: OpaquePointer? { loop.context }
     private var protocols: UnsafeMutablePointer<lws_protocols>?
     private var protocolName: UnsafeMutablePointer<CChar>?
+    /// The method of a raw connection (`request`'s), as libwebsockets takes it.
+    private let rawMethod = strdup("RAW")
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Service-thread confined.
     var connections: [UInt64: WebSocketClientConnection] = [:]
+    /// `request`'s connections, by id, and those idle, by where they go (service-thread confined).
+    var httpConnections: [UInt64: HTTPConnection] = [:]
+    var idleHTTP: [HTTPEndpoint: [HTTPConnection]] = [:]
+    /// Connections `request` has opened so far (the rest of its requests went on kept ones).
+    let httpConnectionsOpened = Atomic<Int>(0)
     /// Masking keys for client frames (service-thread confined).
     private var masks = WebSocketFraming.MaskKeys()
-    private static let nextID = Atomic<UInt64>(1)
+    static let nextID = Atomic<UInt64>(1)
 
     public init(protocol name: String = "kassa.v1") throws {
         protocolName = strdup(name)
@@ -70,6 +81,7 @@ public final class WebSocketClient: @unchecked Sendable {
         loop.start(context, name: "kassa-ws-client") { [self] in
             for connection in connections.values { connection.finish(code: nil) }
             connections.removeAll()
+            failAllHTTP()
             stopped.signal()
         }
     }
@@ -78,6 +90,7 @@ public final class WebSocketClient: @unchecked Sendable {
         shutdown()
         protocols?.deallocate()
         free(protocolName)
+        free(rawMethod)
     }
 
     /// Closes every connection and stops the service thread.
@@ -114,28 +127,7 @@ public final class WebSocketClient: @unchecked Sendable {
             case .connect(let connection, let host, let port, let path, let headers, let source):
                 connection.handshakeHeaders = headers
                 connections[connection.id] = connection
-                var wsi: OpaquePointer?
-                let sourceC = source.map { strdup($0) } ?? nil
-                defer { free(sourceC) }
-                let ok = host.withCString { h in
-                    path.withCString { p in
-                        withUnsafeMutablePointer(to: &wsi) { pwsi -> Bool in
-                            var info = lws_client_connect_info()
-                            info.context = context
-                            info.address = h
-                            info.host = h
-                            info.origin = h
-                            info.port = Int32(port)
-                            info.path = p
-                            info.protocol = UnsafePointer(protocolName)
-                            info.local_protocol_name = UnsafePointer(protocolName)
-                            info.userdata = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
-                            info.pwsi = pwsi
-                            info.iface = UnsafePointer(sourceC)
-                            return lws_client_connect_via_info(&info) != nil
-                        }
-                    }
-                }
+                let (ok, wsi) = openConnection(id: connection.id, host: host, port: port, path: path, source: source)
                 if ok, connections[connection.id] != nil { connection.pendingWsi = wsi }
                 if !ok {
                     connections[connection.id] = nil
@@ -155,10 +147,44 @@ public final class WebSocketClient: @unchecked Sendable {
                 guard let connection = connections[id], let wsi = connection.wsi else { continue }
                 connection.closing = true
                 lws_callback_on_writable(wsi)
+            case .request(let exchange):
+                start(exchange)
             case .stop:
                 loop.requestExit()
             }
         }
+    }
+
+    /// Starts a client connection whose callbacks carry `id`: a WebSocket to `path` with the
+    /// client's subprotocol, or a raw one (for `request`) when `path` is nil. False when
+    /// libwebsockets could not start it; the wsi is set once it has.
+    func openConnection(id: UInt64, host: String, port: Int, path: String?, source: String?) -> (started: Bool, wsi: OpaquePointer?) {
+        var wsi: OpaquePointer?
+        let sourceC = source.map { strdup($0) } ?? nil
+        let pathC = path.map { strdup($0) } ?? nil
+        defer { free(sourceC); free(pathC) }
+        let ok = host.withCString { h in
+            withUnsafeMutablePointer(to: &wsi) { pwsi -> Bool in
+                var info = lws_client_connect_info()
+                info.context = context
+                info.address = h
+                info.host = h
+                info.port = Int32(port)
+                if let pathC {
+                    info.origin = h
+                    info.path = UnsafePointer(pathC)
+                    info.protocol = UnsafePointer(protocolName)
+                } else {
+                    info.method = UnsafePointer(rawMethod)
+                }
+                info.local_protocol_name = UnsafePointer(protocolName)
+                info.userdata = UnsafeMutableRawPointer(bitPattern: UInt(id))
+                info.pwsi = pwsi
+                info.iface = UnsafePointer(sourceC)
+                return lws_client_connect_via_info(&info) != nil
+            }
+        }
+        return (ok, wsi)
     }
 
     static func wallClockNs() -> UInt64 {
@@ -175,6 +201,7 @@ public final class WebSocketClient: @unchecked Sendable {
         }
         let id = UInt64(UInt(bitPattern: user))
         guard id != 0, let connection = connections[id] else {
+            if id != 0, let answer = handleHTTP(wsi: wsi, reason: reason, id: id, input: input, len: len) { return answer }
             // A connection given up on (connect timeout) that got somewhere after all: drop it.
             if id != 0, reason == LWS_CALLBACK_CLIENT_ESTABLISHED { return -1 }
             return lws_callback_http_dummy(wsi, reason, user, input, len)

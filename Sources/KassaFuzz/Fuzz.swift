@@ -7,7 +7,7 @@ import KassaLoad
 /// bench/fuzz.sh (`-sanitize=fuzzer`, KASSA_FUZZ defined); KASSA_FUZZ_TARGET picks the
 /// target. Each checks a property, so a wrong answer fails like a crash does.
 enum FuzzTarget: String, CaseIterable {
-    case json, jsoninput, timestamp, redaction, redactjson, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice
+    case json, jsoninput, timestamp, redaction, redactjson, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice, httpanswer
 
     static let selected: FuzzTarget = {
         let name = getenv("KASSA_FUZZ_TARGET").map { String(cString: $0) } ?? ""
@@ -104,6 +104,14 @@ enum FuzzTarget: String, CaseIterable {
             if let parameters = Self.streamPattern.match(text) {
                 guard let id = parameters["id"], !id.isEmpty, !id.contains("/") else { fatalError("bad match for \(text)") }
             }
+        case .httpanswer:
+            // The load client's answers: never whole before their last byte, and a body is what its length says.
+            if case .complete(let answer, let keepAlive) = HTTPResponseReader.read(bytes, atClose: false) {
+                guard answer.body.count <= bytes.count, (100...599).contains(answer.status) else { fatalError("answer \(answer.status) from \(text)") }
+                guard !keepAlive || bytes.isEmpty || HTTPResponseReader.read(Array(bytes.dropLast()), atClose: false) == .incomplete || answer.body.isEmpty
+                else { fatalError("an answer read whole one byte early: \(text)") }
+            }
+            _ = HTTPResponseReader.read(bytes, atClose: true)
         case .scenario:
             if let scenario = try? Scenario(json: text) {
                 guard scenario.clients >= 1, scenario.clients <= Scenario.maxClients,

@@ -1,6 +1,5 @@
 import KassaCore
 import KassaEdge
-import KassaUpstream
 
 /// One virtual client: creates its sessions over HTTP, subscribes over WebSockets,
 /// sends commands and checks every frame it gets (StreamReader).
@@ -12,7 +11,6 @@ struct VirtualClient {
     private var scenario: Scenario { runner.scenario }
     private var recorder: LoadRecorder { runner.recorder }
     private var webSocket: WebSocketClient { runner.webSockets[index % runner.webSockets.count] }
-    private var http: UpstreamClient { runner.http[index % runner.http.count] }
     private var sourceAddress: String? {
         scenario.sourceAddresses.isEmpty ? nil : scenario.sourceAddresses[index % scenario.sourceAddresses.count]
     }
@@ -81,24 +79,35 @@ struct VirtualClient {
             "payeeInfo": ["payeeId": "kassa-load", "payeeName": "Load test"],
         ]
         let started = ContinuousClock.now
-        let response: UpstreamResponse
+        let response: HTTPClientResponse
         do {
-            response = try await http.send(UpstreamRequest(method: "POST", url: runner.target.base + "/v1/sessions",
-                                                           headers: [("Your-Api-Key", runner.apiKey), ("Content-Type", "application/json")],
-                                                           body: (["paymentOrder": order] as JSONValue).bytes,
-                                                           totalTimeoutMs: Int(scenario.stepTimeoutSeconds * 1000)))
+            response = try await post("/v1/sessions", headers: [("Your-Api-Key", runner.apiKey), ("Content-Type", "application/json")],
+                                      body: (["paymentOrder": order] as JSONValue).bytes)
         } catch {
             recorder.connectionError()
-            throw FlowFailure(error == .timeout ? "create: timeout" : "create: connection error")
+            throw FlowFailure(error.timedOut ? "create: timeout" : "create: connection error")
         }
         guard response.status == 201 else { throw FlowFailure("create answered \(response.status)") }
         recorder.record("create", since: started)
-        guard let doc = try? JSONValue.parse(response.body), let id = doc["id"]?.stringValue,
-              let token = doc["clientToken"]?.stringValue, let stream = doc["streamUrl"]?.stringValue else {
+        // Only the three members the flow needs are read; the rest of the answer is stepped over.
+        let created = (try? JSONReader.read(response.body) { r throws(JSONParseError) -> Session? in
+            var id: String?, token: String?, stream: String?
+            _ = try r.object { r, name throws(JSONParseError) in
+                switch name {
+                case "id": id = try r.string()
+                case "clientToken": token = try r.string()
+                case "streamUrl": stream = try r.string()
+                default: break
+                }
+            }
+            guard let id, let token, let stream else { return nil }
+            return Session(id: id, token: token, streamPath: stream)
+        }) ?? nil
+        guard let created else {
             recorder.protocolError()
             throw FlowFailure("protocol: create answered without id, clientToken and streamUrl")
         }
-        return Session(id: id, token: token, streamPath: stream)
+        return created
     }
 
     /// Opens the stream (after `since`) and returns its reader; `first` names the step timed to the first push.
@@ -137,6 +146,12 @@ struct VirtualClient {
         return (readers[0], Array(readers.dropFirst()))
     }
 
+    /// A POST to the gateway on the client thread's kept connections.
+    private func post(_ path: String, headers: [(String, String)], body: [UInt8]) async throws(WebSocketClientError) -> HTTPClientResponse {
+        try await webSocket.request("POST", host: runner.target.host, port: runner.target.port, path: runner.target.path + path,
+                                    headers: headers, body: body, sourceAddress: sourceAddress, timeout: stepTimeout)
+    }
+
     private func think() async {
         let ms = Int.random(in: scenario.stepThinkMs)
         if ms > 0 { try? await Task.sleep(for: .milliseconds(ms)) }
@@ -163,9 +178,8 @@ struct VirtualClient {
         await think()
         do {
             let attempt: JSONValue = ["instrument": InstrumentChoice(type: "CreditCard", paymentToken: "sim-card-challenge").json]
-            let r = try await http.send(UpstreamRequest(method: "POST", url: runner.target.base + "/v1/sessions/\(session.id)/attempts",
-                                                        headers: [("Authorization", "Bearer \(session.token)"), ("Content-Type", "application/json")],
-                                                        body: attempt.bytes, totalTimeoutMs: Int(scenario.stepTimeoutSeconds * 1000)))
+            let r = try await post("/v1/sessions/\(session.id)/attempts",
+                                   headers: [("Authorization", "Bearer \(session.token)"), ("Content-Type", "application/json")], body: attempt.bytes)
             guard r.status == 202 else { throw FlowFailure("attempt over HTTP answered \(r.status)") }
         } catch let failure as FlowFailure {
             throw failure

@@ -1,17 +1,18 @@
 import Foundation
 import KassaCore
 import KassaEdge
-import KassaUpstream
 import Synchronization
 
 /// Runs a scenario against a gateway: virtual clients, each running flows one after
-/// another (or, open loop, flows started on a fixed schedule), on `threads` libwebsockets client contexts (one service thread each)
-/// and as many libcurl engines.
+/// another (or, open loop, flows started on a fixed schedule), on `threads` libwebsockets client contexts (one service thread each,
+/// carrying both the HTTP requests and the WebSockets).
 public final class LoadRunner: Sendable {
     public struct Target: Sendable {
         public let base: String
         public let host: String
         public let port: Int
+        /// The path the gateway is served under ("" at the root).
+        public let path: String
 
         /// `http://HOST:PORT`; a host off loopback only when `allowRemote`.
         public init(url: String, allowRemote: Bool) throws(Scenario.Invalid) {
@@ -24,7 +25,8 @@ public final class LoadRunner: Sendable {
             }
             self.host = host == "localhost" ? "127.0.0.1" : host
             self.port = parts.port ?? 80
-            self.base = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)" + parts.path.replacingOccurrences(of: "/$", with: "", options: .regularExpression)
+            self.path = parts.path.hasSuffix("/") ? String(parts.path.dropLast()) : parts.path
+            self.base = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)" + path
         }
     }
 
@@ -36,14 +38,12 @@ public final class LoadRunner: Sendable {
     private let flowsPicked = Atomic<Int>(0)
     let deadlines = Deadlines()
     let webSockets: [WebSocketClient]
-    let http: [UpstreamClient]
 
     public init(target: Target, apiKey: String, scenario: Scenario) throws {
         self.target = target
         self.apiKey = apiKey
         self.scenario = scenario
         webSockets = try (0..<scenario.threads).map { _ in try WebSocketClient() }
-        http = (0..<scenario.threads).map { _ in UpstreamClient(maxResponseBytes: 1 << 20, maxCachedConnections: 2_048) }
     }
 
     /// Runs the scenario to its end; `progress` gets one line a second. Returns the JSON report.
@@ -89,7 +89,6 @@ public final class LoadRunner: Sendable {
         ticker.cancel()
         let seconds = Double(LoadRecorder.microseconds(started.duration(to: .now))) / 1e6
         for client in webSockets { client.shutdown() }
-        for client in http { client.shutdown() }
         var report = recorder.report(scenario: scenario, url: target.base, durationSeconds: seconds)
         if case .object(var o) = report {
             o["timeline"] = .array(timeline.entries())

@@ -27,9 +27,9 @@ final class StreamReader: @unchecked Sendable {
     private let stepTimeout: Duration
     /// The seq of the last push read; the next must be one more.
     private(set) var lastSeq: Int64
-    private var acks: [String: JSONValue] = [:]
+    private var acks: [String: StreamFrame] = [:]
     /// Pushes read while waiting for an answer, not yet asked for.
-    private var early: [JSONValue] = []
+    private var early: [StreamFrame] = []
     private(set) var closed = false
 
     init(connection: WebSocketClientConnection, session: String, since: Int64,
@@ -48,10 +48,11 @@ final class StreamReader: @unchecked Sendable {
 
     /// Reads until the push of type `type`, which it returns. Pushes of the types in
     /// `tolerating` may come first; any other push fails the flow.
-    func push(_ type: PushType, tolerating: Set<PushType> = []) async throws(FlowFailure) -> JSONValue {
+    @discardableResult
+    func push(_ type: PushType, tolerating: Set<PushType> = []) async throws(FlowFailure) -> StreamFrame {
         while true {
             let frame = early.isEmpty ? try await next(waitingFor: type.rawValue) : early.removeFirst()
-            guard let pushed = frame["type"]?.stringValue, frame["seq"] != nil else { continue }
+            guard !frame.hasRe, let pushed = frame.type else { continue }
             if pushed == type.rawValue { return frame }
             if !(PushType(rawValue: pushed).map(tolerating.contains) ?? false) {
                 throw FlowFailure("unexpected \(pushed) while waiting for \(type.rawValue)")
@@ -63,10 +64,10 @@ final class StreamReader: @unchecked Sendable {
     /// Pushes may overtake the answer (the session pushes while handling the command):
     /// those in `tolerating` are kept for the next `push` calls.
     @discardableResult
-    func ack(_ id: String, tolerating: Set<PushType> = []) async throws(FlowFailure) -> JSONValue {
+    func ack(_ id: String, tolerating: Set<PushType> = []) async throws(FlowFailure) -> StreamFrame {
         while acks[id] == nil {
             let frame = try await next(waitingFor: "the answer to \(id)")
-            guard let pushed = frame["type"]?.stringValue, frame["seq"] != nil else { continue }
+            guard !frame.hasRe, let pushed = frame.type else { continue }
             guard PushType(rawValue: pushed).map(tolerating.contains) ?? false else { throw FlowFailure("unexpected \(pushed) while waiting for a command answer") }
             early.append(frame)
         }
@@ -114,7 +115,7 @@ final class StreamReader: @unchecked Sendable {
         recorder.streamClosed()
     }
 
-    private func next(waitingFor what: String) async throws(FlowFailure) -> JSONValue {
+    private func next(waitingFor what: String) async throws(FlowFailure) -> StreamFrame {
         guard !closed else { throw FlowFailure("stream closed while waiting for \(what)") }
         deadline.arm(after: stepTimeout)
         let event = await iterator.next()
@@ -126,35 +127,35 @@ final class StreamReader: @unchecked Sendable {
             if case .closed(let code)? = event, let code { throw FlowFailure("stream closed with \(code) while waiting for \(what)") }
             throw FlowFailure("stream closed while waiting for \(what)")
         case .text(let text, let receivedAtNs)?:
-            let frame: JSONValue
-            do { frame = try JSONValue.parse(text) } catch {
+            guard let frame = StreamFrame.read(text) else {
                 recorder.protocolError()
                 throw FlowFailure("protocol: a frame is not JSON")
             }
-            if frame["re"] != nil {
+            if frame.hasRe {
                 recorder.frame(push: false)
-                guard let answer = CommandAnswer(json: frame), let id = answer.re else {
+                guard let ok = frame.ok, let id = frame.re else {
                     recorder.protocolError()
                     throw FlowFailure("protocol: an answer without a command id")
                 }
-                if !answer.ok { throw FlowFailure("command refused: \(answer.problem?.type ?? "no problem type")") }
+                if !ok { throw FlowFailure("command refused: \(frame.problemType ?? "no problem type")") }
                 acks[id] = frame
                 return frame
             }
-            guard let event = StreamEvent(json: frame) else {
+            guard let seqNumber = frame.seq, seqNumber >= 1, seqNumber < 9.0e15, seqNumber.rounded() == seqNumber,
+                  let pushSession = frame.session, frame.type != nil else {
                 recorder.protocolError()
                 throw FlowFailure("protocol: a frame that is neither a push nor an answer")
             }
-            let seq = event.seq
+            let seq = Int64(seqNumber)
             recorder.frame(push: true)
-            guard event.session == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
+            guard pushSession == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
             if seq != lastSeq + 1 {
                 recorder.protocolError()
                 throw FlowFailure(seq <= lastSeq ? "protocol: duplicate or old seq" : "protocol: gap in seq",
-                                  detail: "seq \(seq) (\(event.type)) after seq \(lastSeq)")
+                                  detail: "seq \(seq) (\(frame.type ?? "")) after seq \(lastSeq)")
             }
             lastSeq = seq
-            if let at = Timestamp.parseISO8601Microseconds(event.at) {
+            if let at = frame.at.flatMap(Timestamp.parseISO8601Microseconds) {
                 // A live push's `at` has microseconds (a replay's only milliseconds, but replays are not timed).
                 let madeNs = UInt64(max(at, 0)) * 1_000
                 // A push made before this stream opened is a replay (an observer that joined late
@@ -165,6 +166,40 @@ final class StreamReader: @unchecked Sendable {
             }
             return frame
         }
+    }
+}
+
+/// The members of a stream frame the load client checks, read from its bytes: a push's `data`
+/// (instrument lists, problems) is stepped over, not built into a tree for every frame.
+struct StreamFrame {
+    /// The frame had `re`: it answers a command (`re` is its id as text, nil when unreadable).
+    var hasRe = false
+    var re: String?
+    var ok: Bool?
+    var problemType: String?
+    var type: String?
+    var seq: Double?
+    var session: String?
+    var at: String?
+
+    /// Nil when the text is not one JSON object.
+    static func read(_ text: String) -> StreamFrame? {
+        (try? JSONReader.read(Array(text.utf8)) { r throws(JSONParseError) -> StreamFrame? in
+            var frame = StreamFrame()
+            let isObject = try r.object { r, name throws(JSONParseError) in
+                switch name {
+                case "re": frame.hasRe = true; frame.re = CommandAnswer.id(try r.value())
+                case "ok": frame.ok = try r.bool()
+                case "type": frame.type = try r.string()
+                case "seq": frame.seq = try r.value().doubleValue
+                case "session": frame.session = try r.string()
+                case "at": frame.at = try r.string()
+                case "problem": _ = try r.object { r, name throws(JSONParseError) in if name == "type" { frame.problemType = try r.string() } }
+                default: break
+                }
+            }
+            return isObject ? frame : nil
+        }) ?? nil
     }
 }
 

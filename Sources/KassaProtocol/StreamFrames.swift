@@ -152,7 +152,7 @@ public struct CommandAnswer: Codable, Sendable, Equatable {
     }
 
     /// The gateway echoes whatever id a command carried; clients that send numbers get numbers.
-    static func id(_ re: JSONValue) -> String? {
+    public static func id(_ re: JSONValue) -> String? {
         switch re {
         case .string(let text): text
         case .number(let n): n.rounded() == n && abs(n) < 9.0e15 ? String(Int64(n)) : String(n)

@@ -1,6 +1,6 @@
 import Foundation
 import KassaCore
-import KassaLoad
+@testable import KassaLoad
 import KassaSimulator
 import Testing
 @testable import kassa
@@ -221,6 +221,21 @@ struct LoadTests {
         #expect(remote.port == 8080 && remote.base == "http://192.0.2.1:8080")
         let local = try LoadRunner.Target(url: "http://localhost:9", allowRemote: false)
         #expect(local.host == "127.0.0.1")
+    }
+
+    @Test("stream frames are read from their bytes: a push's members, an answer's id as text or number, a refusal's problem, and what is no object")
+    func streamFrames() throws {
+        let push = try #require(StreamFrame.read(#"{"seq":7,"session":"s1","type":"PaymentSessionFetched","at":"2026-11-26T10:00:00.123456Z","data":{"availableInstruments":[{"type":"Swish"},{"type":"CreditCard"}]}}"#))
+        #expect(!push.hasRe && push.seq == 7 && push.session == "s1" && push.type == "PaymentSessionFetched" && push.at == "2026-11-26T10:00:00.123456Z")
+        let answer = try #require(StreamFrame.read(#"{"re":12,"ok":true,"type":"pong"}"#))
+        #expect(answer.hasRe && answer.re == "12" && answer.ok == true && answer.type == "pong")
+        let refused = try #require(StreamFrame.read(#"{"re":"attempt","ok":false,"problem":{"type":"urn:kassa:problem:conflict","detail":"x"}}"#))
+        #expect(refused.re == "attempt" && refused.ok == false && refused.problemType == "urn:kassa:problem:conflict")
+        let unnamed = try #require(StreamFrame.read(#"{"re":null,"ok":false}"#))
+        #expect(unnamed.hasRe && unnamed.re == nil)
+        for bad in ["[1,2]", "\"text\"", "{\"seq\":1,", "not json", #"{"type":"a","type":"b"}"#] {
+            #expect(StreamFrame.read(bad) == nil, "\(bad)")
+        }
     }
 
     @Test("timestamps: written and read back to the millisecond, with the calendar's edges")

@@ -44,6 +44,10 @@ final class TestEdgeHandler: EdgeHandler {
             return HTTPResponse(status: 200, contentType: "application/octet-stream",
                                 headers: [("x-echo-method", request.method.rawValue), ("x-echo-length", "\(request.body.count)")],
                                 body: request.body)
+        case "/close":
+            var response = HTTPResponse.text("bye")
+            response.closeConnection = true
+            return response
         case "/headers":
             var object: [String: JSONValue] = [:]
             for (name, value) in request.headers { object[name] = .string(value) }
