@@ -7,6 +7,12 @@ import Testing
 /// the real libwebsockets edge.
 @Suite("Edge: the client's HTTP requests")
 struct ClientHTTPTests {
+    func get(_ client: WebSocketClient, _ server: EdgeServer, _ path: String = "/fast") async throws -> HTTPClientResponse {
+        try await client.request("GET", port: server.port, path: path)
+    }
+
+    func opened(_ client: WebSocketClient) -> Int { client.httpConnectionsOpened.load(ordering: .relaxed) }
+
     @Test("a body sent and read back whole, statuses as sent, and one kept connection for requests in turn")
     func keptConnection() async throws {
         let (server, _) = try startTestEdge()
@@ -17,12 +23,11 @@ struct ClientHTTPTests {
         let echo = try await client.request("POST", port: server.port, path: "/echo", headers: [("Content-Type", "application/octet-stream")], body: body)
         #expect(echo.status == 200)
         #expect(echo.body == body)
-        let missing = try await client.request("GET", port: server.port, path: "/nowhere")
-        #expect(missing.status == 404)
+        #expect(try await get(client, server, "/nowhere").status == 404)
         for _ in 0..<5 {
-            #expect(try await client.request("GET", port: server.port, path: "/fast").status == 200)
+            #expect(try await get(client, server).status == 200)
         }
-        #expect(client.httpConnectionsOpened.load(ordering: .relaxed) == 1)
+        #expect(opened(client) == 1)
     }
 
     @Test("an answer that closes the connection is read, and the next request opens a new one")
@@ -30,13 +35,13 @@ struct ClientHTTPTests {
         let (server, _) = try startTestEdge()
         let client = try WebSocketClient()
         defer { client.shutdown(); Task { await server.stop() } }
-        #expect(try await client.request("GET", port: server.port, path: "/fast").status == 200)
-        let bye = try await client.request("GET", port: server.port, path: "/close")
+        #expect(try await get(client, server).status == 200)
+        let bye = try await get(client, server, "/close")
         #expect(bye.status == 200)
         #expect(String(decoding: bye.body, as: UTF8.self) == "bye")
-        #expect(client.httpConnectionsOpened.load(ordering: .relaxed) == 1)
-        #expect(try await client.request("GET", port: server.port, path: "/fast").status == 200)
-        #expect(client.httpConnectionsOpened.load(ordering: .relaxed) == 2)
+        #expect(opened(client) == 1)
+        #expect(try await get(client, server).status == 200)
+        #expect(opened(client) == 2)
     }
 
     @Test("a kept connection the server closed while idle is not used again: the request is answered")
@@ -44,11 +49,11 @@ struct ClientHTTPTests {
         let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
         let client = try WebSocketClient()
         defer { client.shutdown(); Task { await server.stop() } }
-        #expect(try await client.request("GET", port: server.port, path: "/fast").status == 200)
+        #expect(try await get(client, server).status == 200)
         // Past the server's keep-alive: it has closed the connection.
         try await Task.sleep(for: .milliseconds(2_500))
-        #expect(try await client.request("GET", port: server.port, path: "/fast").status == 200)
-        #expect(client.httpConnectionsOpened.load(ordering: .relaxed) == 2)
+        #expect(try await get(client, server).status == 200)
+        #expect(opened(client) == 2)
     }
 
     @Test("no answer within the timeout fails as a timeout; a refused connection fails as an error")
