@@ -237,6 +237,25 @@ struct EdgeHTTPTests {
         #expect(statuses == [200, 200, 200, 200])
     }
 
+    @Test("a kept-alive connection with no next request is closed at the request timeout")
+    func idleKeepAliveClosed() async throws {
+        let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let (status, closed, held) = try await onThread { () -> (Int, Bool, Duration) in
+            let socket = try RawSocket(port: port, timeoutSeconds: 8)
+            try socket.send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            let status = socket.readHTTPResponse()?.status ?? 0
+            let answered = ContinuousClock.now
+            let closed = socket.closesWithNothingMore()
+            return (status, closed, answered.duration(to: .now))
+        }
+        #expect(status == 200)
+        // Closed by the edge (not the socket's 8 s read timeout), one heartbeat after the timeout at most.
+        #expect(closed)
+        #expect(held >= .milliseconds(900) && held < .seconds(4), "held \(held)")
+    }
+
     @Test("the edge keeps no state for a transaction once it is answered, kept alive or closed")
     func noStateOutlivesATransaction() async throws {
         let (server, _) = try startTestEdge()
