@@ -23,8 +23,8 @@ extension WebSocketClient {
     /// One request, from its post to its answer.
     final class HTTPExchange: @unchecked Sendable {
         let endpoint: HTTPEndpoint
-        /// The request as written, after `LWS_PRE` bytes of room.
-        let message: [UInt8]
+        /// The request as written, after `LWS_PRE` bytes of room (written in place: `var`).
+        var message: [UInt8]
         /// Monotonic nanoseconds by which the whole answer must be in.
         let deadlineNs: UInt64
         var continuation: CheckedContinuation<Result<HTTPClientResponse, WebSocketClientError>, Never>?
@@ -141,8 +141,7 @@ extension WebSocketClient {
             guard let exchange = connection.exchange, !connection.written else { return 0 }
             connection.written = true
             let pre = Int(kassa_lws_pre)
-            var message = exchange.message
-            let n = message.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, kassa_lws_write_raw) }
+            let n = exchange.message.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, kassa_lws_write_raw) }
             return n < 0 ? -1 : 0
         case LWS_CALLBACK_RAW_RX:
             guard connection.exchange != nil, let input, len > 0 else { return connection.exchange == nil ? -1 : 0 }   // bytes nobody asked for
@@ -185,14 +184,15 @@ extension WebSocketClient {
         }
         guard let exchange = connection.exchange else { return }
         connection.exchange = nil
-        if connection.received.isEmpty, connection.answered > 0, !exchange.retried {
+        let now = Self.monotonicNs()
+        if connection.received.isEmpty, connection.answered > 0, !exchange.retried, now < exchange.deadlineNs {
             exchange.retried = true
             start(exchange)
             return
         }
         if case .complete(let response, _) = HTTPResponseReader.read(connection.received, atClose: true) {
             exchange.resolve(.success(response))
-        } else if Self.monotonicNs() >= exchange.deadlineNs {
+        } else if now >= exchange.deadlineNs {
             exchange.resolve(.failure(WebSocketClientError(description: "no answer within the timeout", timedOut: true)))
         } else {
             exchange.resolve(.failure(WebSocketClientError(description: why)))
@@ -223,7 +223,7 @@ extension WebSocketClient {
 
 /// Reads an HTTP/1.1 answer from the bytes received so far: its status, and its body by
 /// `Content-Length` (or up to the close, without one). Chunked bodies are refused: Kassa's
-/// edge always sends a length.
+/// edge always sends a length. Not for answers to HEAD (the client sends none).
 package enum HTTPResponseReader {
     package enum Outcome: Equatable {
         case incomplete
