@@ -25,21 +25,21 @@ extension WebSocketClient {
         let endpoint: HTTPEndpoint
         /// The request as written, after `LWS_PRE` bytes of room (written in place: `var`).
         var message: [UInt8]
-        /// Monotonic nanoseconds by which the whole answer must be in.
-        let deadlineNs: UInt64
+        /// When the whole answer must be in.
+        let deadline: ContinuousClock.Instant
         var continuation: CheckedContinuation<Result<HTTPClientResponse, WebSocketClientError>, Never>?
         /// Sent once more on a new connection when a kept one turns out closed before any answer.
         var retried = false
 
-        init(endpoint: HTTPEndpoint, message: [UInt8], deadlineNs: UInt64) {
+        init(endpoint: HTTPEndpoint, message: [UInt8], deadline: ContinuousClock.Instant) {
             self.endpoint = endpoint
             self.message = message
-            self.deadlineNs = deadlineNs
+            self.deadline = deadline
         }
 
         /// The time left, in whole seconds (libwebsockets' timeouts), at least one.
-        func secondsLeft(now: UInt64) -> Int32 {
-            deadlineNs > now ? Int32(clamping: (deadlineNs - now + 999_999_999) / 1_000_000_000) : 1
+        func secondsLeft(now: ContinuousClock.Instant) -> Int32 {
+            Int32(clamping: max(Int64((now.duration(to: deadline).inSeconds).rounded(.up)), 1))
         }
 
         func resolve(_ result: Result<HTTPClientResponse, WebSocketClientError>) {
@@ -59,7 +59,7 @@ extension WebSocketClient {
         /// Requests answered on it so far: a reused connection may have been closed by the
         /// server while idle, which a new one cannot have been.
         var answered = 0
-        var idleSinceNs: UInt64 = 0
+        var idleSince = ContinuousClock.now
 
         init(id: UInt64, endpoint: HTTPEndpoint) {
             self.id = id
@@ -69,7 +69,7 @@ extension WebSocketClient {
 
     /// An idle connection is not reused after this long: the server's keep-alive (Kassa's
     /// request timeout, 10 s by default) may be about to close it.
-    static let httpIdleReuseNs: UInt64 = 4_000_000_000
+    static let httpIdleReuse = Duration.seconds(4)
 
     /// Sends `method path` with `headers` and `body` to `host:port` and reads the answer; fails
     /// when no whole answer came within `timeout` (to the second), or the connection failed.
@@ -85,7 +85,7 @@ extension WebSocketClient {
         message.append(contentsOf: "\r\n".utf8)
         message.append(contentsOf: body)
         let exchange = HTTPExchange(endpoint: HTTPEndpoint(host: host, port: port, source: sourceAddress), message: message,
-                                    deadlineNs: Self.monotonicNs() + UInt64(max(timeout.inMilliseconds, 1) * 1e6))
+                                    deadline: .now + timeout)
         let result = await withCheckedContinuation { c in
             exchange.continuation = c
             if !loop.post(.request(exchange)) { exchange.resolve(.failure(WebSocketClientError(description: "the client has stopped"))) }
@@ -97,9 +97,9 @@ extension WebSocketClient {
 
     /// Puts `exchange` on an idle kept connection to its endpoint, or on a new one.
     func start(_ exchange: HTTPExchange) {
-        let now = Self.monotonicNs()
+        let now = ContinuousClock.now
         while let connection = idleHTTP[exchange.endpoint]?.popLast() {
-            guard let wsi = connection.wsi, now - connection.idleSinceNs < Self.httpIdleReuseNs else {
+            guard let wsi = connection.wsi, connection.idleSince.duration(to: now) < Self.httpIdleReuse else {
                 if let wsi = connection.wsi { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
                 continue
             }
@@ -134,7 +134,7 @@ extension WebSocketClient {
         case LWS_CALLBACK_RAW_CONNECTED:
             connection.wsi = wsi
             // Connecting ran on libwebsockets' own timeout; the request's applies again from here.
-            if let exchange = connection.exchange { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, exchange.secondsLeft(now: Self.monotonicNs())) }
+            if let exchange = connection.exchange { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, exchange.secondsLeft(now: .now)) }
             lws_callback_on_writable(wsi)
             return 0
         case LWS_CALLBACK_RAW_WRITEABLE:
@@ -156,7 +156,7 @@ extension WebSocketClient {
                 finishExchange(connection, .success(response))
                 guard keepAlive else { return -1 }
                 connection.answered += 1
-                connection.idleSinceNs = Self.monotonicNs()
+                connection.idleSince = .now
                 lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
                 idleHTTP[connection.endpoint, default: []].append(connection)
                 return 0
@@ -184,15 +184,15 @@ extension WebSocketClient {
         }
         guard let exchange = connection.exchange else { return }
         connection.exchange = nil
-        let now = Self.monotonicNs()
-        if connection.received.isEmpty, connection.answered > 0, !exchange.retried, now < exchange.deadlineNs {
+        let now = ContinuousClock.now
+        if connection.received.isEmpty, connection.answered > 0, !exchange.retried, now < exchange.deadline {
             exchange.retried = true
             start(exchange)
             return
         }
         if case .complete(let response, _) = HTTPResponseReader.read(connection.received, atClose: true) {
             exchange.resolve(.success(response))
-        } else if now >= exchange.deadlineNs {
+        } else if now >= exchange.deadline {
             exchange.resolve(.failure(WebSocketClientError(description: "no answer within the timeout", timedOut: true)))
         } else {
             exchange.resolve(.failure(WebSocketClientError(description: why)))
@@ -212,12 +212,6 @@ extension WebSocketClient {
         }
         httpConnections.removeAll()
         idleHTTP.removeAll()
-    }
-
-    static func monotonicNs() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 }
 
