@@ -78,6 +78,8 @@ public final class Store: Sendable {
     /// Opens (creating if needed) and migrates the database, or fails with a
     /// message that names the path and the cause.
     public static func open(path: String, durability: Durability = .normal, upTo lastMigration: String? = nil) throws(StoreError) -> Store {
+        // Before the first connection: each commit's WAL frames in one write (see GatheredWAL).
+        _ = GatheredWAL.installed
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
