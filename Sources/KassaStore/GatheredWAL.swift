@@ -21,6 +21,10 @@ import Synchronization
 ///   memory, or publishes a commit there (`xShmLock`, `xShmBarrier` on the main file). That covers
 ///   frames of a transaction that was rolled back: they are in the file before the write lock is
 ///   let go, as without gathering, so another writer overwrites them rather than the reverse.
+///
+/// A write-out that fails fails the call it was made for, and SQLite fails the transaction. One
+/// made for another connection's call fails the owner's next call instead (and only a lock being
+/// taken with it): no connection goes on past frames that did not reach the file.
 enum GatheredWAL {
     /// Registers the file system as the process's default, once; every connection opened after it
     /// uses it. False when SQLite has no default file system to wrap (never on Linux).
@@ -68,13 +72,13 @@ final class WALFiles: Sendable {
     fileprivate func add(_ file: GatheredWrites) { files.withLock { $0[ObjectIdentifier(file)] = file } }
     fileprivate func remove(_ file: GatheredWrites) { _ = files.withLock { $0.removeValue(forKey: ObjectIdentifier(file)) } }
 
-    /// Writes out what every WAL file of the database gathered.
+    /// Writes out what every WAL file of the database gathered; the first failure, if any.
     fileprivate func flushAll() -> Int32 {
         guard holding.load(ordering: .acquiring) > 0 else { return SQLITE_OK }
         return files.withLock { files in
             var code = SQLITE_OK
             for file in files.values {
-                let flushed = file.beforeCall()
+                let flushed = file.flushForAnotherCall()
                 if code == SQLITE_OK { code = flushed }
             }
             return code
@@ -117,15 +121,35 @@ final class GatheredWrites: WrappedFile, @unchecked Sendable {
         var pageNext = false
         /// That header is a commit frame's.
         var commits = false
+        /// A write-out made for another connection's call failed: the owner's next call fails
+        /// with it (its transaction cannot go on without those frames).
+        var failure = SQLITE_OK
     }
 
     private let state = Mutex(State())
 
-    override func beforeCall() -> Int32 { state.withLock { flush(&$0) } }
+    override func beforeCall() -> Int32 { state.withLock { Self.takeFailure(&$0) ?? flush(&$0) } }
     override func beforeSharedMemoryCall() -> Int32 { beforeCall() }
+
+    /// For another connection's shared-memory call: what was gathered is dropped if it cannot be
+    /// written, and the owner learns of it at its next call.
+    fileprivate func flushForAnotherCall() -> Int32 {
+        state.withLock { s in
+            let code = flush(&s)
+            if code != SQLITE_OK, s.failure == SQLITE_OK { s.failure = code }
+            return code
+        }
+    }
+
+    private static func takeFailure(_ s: inout State) -> Int32? {
+        guard s.failure != SQLITE_OK else { return nil }
+        defer { s.failure = SQLITE_OK }
+        return s.failure
+    }
 
     override func write(_ data: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         state.withLock { s in
+            if let failure = Self.takeFailure(&s) { return failure }
             let follows = offset == s.start + Int64(s.bytes.count)
             let gathered = s.pageNext
                 ? follows && data.count >= 512
@@ -205,9 +229,15 @@ private func call(_ file: UnsafeMutablePointer<sqlite3_file>?, _ call: (sqlite3_
     forwarded(file, first: { $0.beforeCall() }, call)
 }
 
-private func sharedMemoryCall(_ file: UnsafeMutablePointer<sqlite3_file>?,
+/// A shared-memory call after writing out what was gathered. Only taking a lock fails when that
+/// write-out fails (no connection may go on past frames that are not in the file); letting go of a
+/// lock, a barrier or a mapping is always made, whatever the write-out gave.
+private func sharedMemoryCall(_ file: UnsafeMutablePointer<sqlite3_file>?, takesLock: Bool = false,
                               _ call: (sqlite3_io_methods, UnsafeMutablePointer<sqlite3_file>) -> Int32?) -> Int32 {
-    forwarded(file, first: { $0.beforeSharedMemoryCall() }, call)
+    forwarded(file, first: { wrapped in
+        let code = wrapped.beforeSharedMemoryCall()
+        return takesLock ? code : SQLITE_OK
+    }, call)
 }
 
 /// One method table for both kinds of wrapped file; `WrappedFile` tells them apart.
@@ -242,7 +272,9 @@ nonisolated(unsafe) private let wrappedMethods: UnsafeMutablePointer<sqlite3_io_
         return own.pointee.xDeviceCharacteristics?(inner(file)) ?? 0
     }
     m.xShmMap = { file, page, size, extend, region in sharedMemoryCall(file) { $0.xShmMap?($1, page, size, extend, region) } }
-    m.xShmLock = { file, offset, n, flags in sharedMemoryCall(file) { $0.xShmLock?($1, offset, n, flags) } }
+    m.xShmLock = { file, offset, n, flags in
+        sharedMemoryCall(file, takesLock: flags & SQLITE_SHM_UNLOCK == 0) { $0.xShmLock?($1, offset, n, flags) }
+    }
     m.xShmBarrier = { file in _ = sharedMemoryCall(file) { $0.xShmBarrier?($1); return SQLITE_OK } }
     m.xShmUnmap = { file, delete in sharedMemoryCall(file) { $0.xShmUnmap?($1, delete) } }
     m.xFetch = { file, offset, amount, pointer in call(file) { $0.xFetch?($1, offset, amount, pointer) } }
