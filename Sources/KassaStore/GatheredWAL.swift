@@ -23,8 +23,9 @@ import Synchronization
 ///   let go, as without gathering, so another writer overwrites them rather than the reverse.
 ///
 /// A write-out that fails fails the call it was made for, and SQLite fails the transaction. One
-/// made for another connection's call fails the owner's next call instead (and only a lock being
-/// taken with it): no connection goes on past frames that did not reach the file.
+/// made for another connection's call fails the owner's next call instead, and a lock being taken
+/// with it. A barrier cannot fail, but a commit's own frames are written at its commit frame,
+/// before SQLite's barrier: a barrier only writes out frames that no commit publishes.
 enum GatheredWAL {
     /// Registers the file system as the process's default, once; every connection opened after it
     /// uses it. False when SQLite has no default file system to wrap (never on Linux).

@@ -52,8 +52,8 @@ struct GatheredWALTests {
         }
 
         /// A WAL database as the store makes one.
-        func walDatabase() throws {
-            try execute("PRAGMA page_size = \(Store.pageSize); PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+        func walDatabase(synchronous: String = "NORMAL") throws {
+            try execute("PRAGMA page_size = \(Store.pageSize); PRAGMA journal_mode = WAL; PRAGMA synchronous = \(synchronous)")
             try execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body BLOB NOT NULL); CREATE INDEX t_body ON t(body)")
         }
 
@@ -104,13 +104,14 @@ struct GatheredWALTests {
         #expect(gathered == 1, "gathered: \(gathered) writes (SQLite's own: \(own))")
     }
 
-    @Test("the WAL file alone holds every committed transaction: large ones written in parts, small ones, and none of a rolled-back one")
-    func walFileHoldsCommits() throws {
+    @Test("the WAL file alone holds every committed transaction: large ones written in parts, small ones, and none of a rolled-back one",
+          arguments: ["NORMAL", "FULL"])   // the store's durability settings (FULL syncs the WAL at each commit)
+    func walFileHoldsCommits(synchronous: String) throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
         let path = dir.file("k.sqlite")
         let writer = try Connection(path, vfs: Self.gathered)
-        try writer.walDatabase()
+        try writer.walDatabase(synchronous: synchronous)
         // ≈ 900 KB in one transaction: more than one write's worth, and more than the page cache
         // holds, so SQLite spills pages to the WAL before the commit.
         try writer.execute("PRAGMA cache_size = 64")
