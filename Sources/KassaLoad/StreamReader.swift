@@ -141,12 +141,10 @@ final class StreamReader: @unchecked Sendable {
                 acks[id] = frame
                 return frame
             }
-            guard let seqNumber = frame.seq, seqNumber >= 1, seqNumber < 9.0e15, seqNumber.rounded() == seqNumber,
-                  let pushSession = frame.session, frame.type != nil else {
+            guard let seq = frame.seq, seq >= 1, let pushSession = frame.session, frame.type != nil else {
                 recorder.protocolError()
                 throw FlowFailure("protocol: a frame that is neither a push nor an answer")
             }
-            let seq = Int64(seqNumber)
             recorder.frame(push: true)
             guard pushSession == session else { recorder.protocolError(); throw FlowFailure("protocol: a push for another session") }
             if seq != lastSeq + 1 {
@@ -178,7 +176,8 @@ struct StreamFrame {
     var ok: Bool?
     var problemType: String?
     var type: String?
-    var seq: Double?
+    /// A whole number (`JSONValue.intValue`); nil for any other value.
+    var seq: Int64?
     var session: String?
     var at: String?
 
@@ -191,7 +190,7 @@ struct StreamFrame {
                 case "re": frame.hasRe = true; frame.re = CommandAnswer.id(try r.value())
                 case "ok": frame.ok = try r.bool()
                 case "type": frame.type = try r.string()
-                case "seq": frame.seq = try r.value().doubleValue
+                case "seq": frame.seq = try r.value().intValue.map(Int64.init)
                 case "session": frame.session = try r.string()
                 case "at": frame.at = try r.string()
                 case "problem": _ = try r.object { r, name throws(JSONParseError) in if name == "type" { frame.problemType = try r.string() } }
