@@ -241,17 +241,18 @@ package enum HTTPResponseReader {
         while line < headEnd {
             let end = find(b, [0x0D, 0x0A], from: line) ?? headEnd
             if let colon = b[line..<end].firstIndex(of: UInt8(ascii: ":")) {
-                let value = Substring(String(decoding: b[(colon + 1)..<end], as: UTF8.self)).trimmingHTTPSpace()
+                // Decoded only for the headers read here, not for every one.
+                func value() -> Substring { Substring(String(decoding: b[(colon + 1)..<end], as: UTF8.self)).trimmingHTTPSpace() }
                 if named(b[line..<colon], "content-length") {
                     // Digits only, as the edge reads a request's length.
-                    guard let n = EdgeServer.contentLength(String(value)), n <= 64 << 20 else {
+                    guard let n = EdgeServer.contentLength(String(value())), n <= 64 << 20 else {
                         return .malformed("a Content-Length that is not a length")
                     }
                     length = n
                 } else if named(b[line..<colon], "transfer-encoding") {
                     return .malformed("a chunked answer (not read here)")
                 } else if named(b[line..<colon], "connection") {
-                    let v = value.lowercased()
+                    let v = value().lowercased()
                     if v.contains("close") { keepAlive = false } else if v.contains("keep-alive") { keepAlive = true }
                 }
             }
