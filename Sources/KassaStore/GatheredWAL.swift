@@ -130,7 +130,6 @@ final class GatheredWrites: WrappedFile, @unchecked Sendable {
     private let state = Mutex(State())
 
     override func beforeCall() -> Int32 { state.withLock { Self.takeFailure(&$0) ?? flush(&$0) } }
-    override func beforeSharedMemoryCall() -> Int32 { beforeCall() }
 
     /// For another connection's shared-memory call: what was gathered is dropped if it cannot be
     /// written, and the owner learns of it at its next call.
