@@ -3,7 +3,7 @@
 
 SHELL := /bin/bash
 SWIFT ?= swift
-APT_PACKAGES := libwebsockets-dev libev-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
+APT_PACKAGES := libwebsockets-dev libev-dev libcurl4-openssl-dev libsqlite3-dev liblz4-dev pkg-config
 TEST_APT_PACKAGES := chromium prometheus haproxy nodejs
 PIP_PACKAGES := websockets schemathesis playwright pyyaml openapi-spec-validator opentelemetry-proto
 KASSA := .build/debug/kassa

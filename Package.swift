@@ -37,6 +37,8 @@ let package = Package(
                        providers: [.apt(["libwebsockets-dev", "libev-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLZ4", pkgConfig: "liblz4",
+                       providers: [.apt(["liblz4-dev"])]),
 
         // The stream's frames and vocabulary, and JSON values: no I/O, no dependency; shared by the
         // gateway, the load client and KassaClient, so the protocol is defined once.
@@ -59,7 +61,7 @@ let package = Package(
         .target(name: "KassaUpstream", dependencies: ["CCurl", "KassaCore"]),
         // SQLite event log and session store.
         .target(name: "KassaStore", dependencies: [
-            "KassaCore", .product(name: "GRDB", package: "GRDB.swift"),
+            "KassaCore", "CLZ4", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         // The Swedbank Pay stand-in, served by its own edge.
         .target(name: "KassaSimulator", dependencies: ["KassaCore", "KassaEdge"]),

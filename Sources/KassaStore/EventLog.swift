@@ -487,7 +487,7 @@ public final class EventLog: Sendable {
         binding.bind(event.durationMs)
         binding.bind(event.status.map(Int64.init))
         binding.bind(event.traceID)
-        binding.bind(pending.dataText)
+        binding.bind(eventData: pending.dataText)
         try binding.step(db, sql: insertSQL)
     }
 
@@ -519,7 +519,7 @@ public final class EventLog: Sendable {
     }
 
     static func event(from row: Row) -> LogEvent {
-        let dataText: String? = row["data"]
+        let dataText = EventData.text(row["data"])
         return LogEvent(id: row["id"], atMs: row["at_ms"], sessionID: row["session_id"], seq: row["seq"],
                         kind: row["kind"], level: LogEvent.Level(rawValue: row["level"]) ?? .info,
                         summary: row["summary"], durationMs: row["duration_ms"], status: row["status"],

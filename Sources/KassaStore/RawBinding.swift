@@ -10,7 +10,7 @@ struct RawBinding {
     private var failure: Int32 = SQLITE_OK
 
     /// SQLite copies text before the bind returns (`SQLITE_TRANSIENT`, a macro Swift does not import).
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     init(_ statement: OpaquePointer) {
         self.statement = statement
@@ -37,6 +37,13 @@ struct RawBinding {
             guard let count = Int32(exactly: utf8.count) else { return SQLITE_TOOBIG }
             return sqlite3_bind_text(statement, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), count, Self.transient)
         })
+    }
+
+    mutating func bind(blob: UnsafeRawBufferPointer) {
+        index += 1
+        guard let base = blob.baseAddress, !blob.isEmpty else { return record(sqlite3_bind_zeroblob(statement, index, 0)) }
+        guard let count = Int32(exactly: blob.count) else { return record(SQLITE_TOOBIG) }
+        record(sqlite3_bind_blob(statement, index, base, count, Self.transient))
     }
 
     private mutating func record(_ code: Int32) {

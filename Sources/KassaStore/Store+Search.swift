@@ -38,7 +38,7 @@ extension Store {
         if let trace = q.traceID { clauses.append("trace_id = ?"); arguments += [trace] }
         if let text = q.text, !text.isEmpty {
             let pattern = "%" + Self.escapeLike(text) + "%"
-            clauses.append("(summary LIKE ? ESCAPE '\\' OR data LIKE ? ESCAPE '\\')")
+            clauses.append("(summary LIKE ? ESCAPE '\\' OR kassa_event_data(data) LIKE ? ESCAPE '\\')")
             arguments += [pattern, pattern]
         }
         if let after = q.afterID { clauses.append("id > ?"); arguments += [after] }

@@ -102,6 +102,7 @@ public final class Store: Sendable {
             // The checkpointer thread copies the WAL back (see Checkpointer); the writer does it
             // itself only if the WAL passes ~256 MiB, a backstop should that thread fall behind.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 65536")
+            try EventData.registerFunction(db)
         }
         // Owner-only: the event log describes payments. SQLite gives the WAL and shared-memory
         // files the database file's mode, so making that one 0600 first covers all three.

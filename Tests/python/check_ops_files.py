@@ -104,7 +104,7 @@ def main(root, scrape_file):
     dockerfile = open(os.path.join(docker, "Dockerfile")).read()
     for source in re.findall(r"^COPY (?!--from)(\S+)", dockerfile, re.M):
         check(os.path.exists(os.path.join(root, source)), f"the Dockerfile copies {source}, which does not exist")
-    for library in ["libwebsockets17", "libcurl4", "libsqlite3-0"]:
+    for library in ["libwebsockets17", "libcurl4", "libsqlite3-0", "liblz4-1"]:
         check(library in dockerfile, f"the runtime image lacks {library}")
     check(f"EXPOSE {listen_port}" in dockerfile and f"0.0.0.0:{listen_port}" in dockerfile, "the Dockerfile exposes another port")
     check("FROM debian:bookworm-slim" in dockerfile and " AS build" in dockerfile, "the Dockerfile is not multi-stage onto slim Debian")

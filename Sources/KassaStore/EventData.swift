@@ -1,0 +1,93 @@
+import CLZ4
+import GRDB
+import GRDBSQLite
+
+/// How an event's data is kept in its row.
+///
+/// Short data is TEXT, as written. Data of `compressedFrom` bytes or more is a BLOB when that
+/// saves an eighth or more: a format byte (`lz4`), the text's length in 4 bytes (little-endian),
+/// then an LZ4 block of its UTF-8. The upstream answers' bodies, ≈ 2 KB each, are three quarters
+/// of a flow's row bytes, and every page is written twice (WAL, then checkpoint). LZ4 halves
+/// them at ≈ 1 µs each; zlib keeps a little less but costs ≈ 17 µs each on this writer's thread.
+/// Rows written before this format are TEXT and read as before.
+enum EventData {
+    static let compressedFrom = 256
+    static let lz4: UInt8 = 1
+    static let headerSize = 5
+    /// SQLite's own default limit on a value: no row holds longer text.
+    static let maxTextBytes = 1_000_000_000
+
+    /// The stored form of `utf8`, or nil when it stays text (short, or not worth it).
+    static func compressed(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard utf8.count >= compressedFrom, utf8.count <= maxTextBytes, let source = utf8.baseAddress else { return nil }
+        let length = Int32(utf8.count)
+        let worthIt = utf8.count - utf8.count / 8 - headerSize
+        return [UInt8](unsafeUninitializedCapacity: headerSize + Int(LZ4_compressBound(length))) { buffer, count in
+            buffer[0] = lz4
+            withUnsafeBytes(of: UInt32(length).littleEndian) { for i in 0..<4 { buffer[1 + i] = $0[i] } }
+            let written = (buffer.baseAddress! + headerSize).withMemoryRebound(to: CChar.self, capacity: buffer.count - headerSize) {
+                LZ4_compress_default(UnsafeRawPointer(source).assumingMemoryBound(to: CChar.self), $0, length, Int32(buffer.count - headerSize))
+            }
+            count = written > 0 && Int(written) <= worthIt ? headerSize + Int(written) : 0
+        }.nilIfEmpty
+    }
+
+    /// The text a stored BLOB holds, or nil when it is not one this format wrote (a damaged row
+    /// reads as an event without data; it never traps).
+    static func decompressed(_ stored: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard stored.count > headerSize, stored[0] == lz4, stored.count - headerSize <= Int32.max else { return nil }
+        let length = Int(stored.loadUnaligned(fromByteOffset: 1, as: UInt32.self).littleEndian)
+        // LZ4 expands a block at most ≈ 255 times: a damaged length cannot make a large allocation.
+        guard length <= maxTextBytes, length <= (stored.count - headerSize) * 255 else { return nil }
+        let text = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+            let read = buffer.withMemoryRebound(to: CChar.self) { target in
+                LZ4_decompress_safe(stored.baseAddress!.advanced(by: headerSize).assumingMemoryBound(to: CChar.self),
+                                    target.baseAddress, Int32(stored.count - headerSize), Int32(length))
+            }
+            count = Int(read) == length ? length : 0
+        }
+        return text.count == length && length > 0 ? text : nil
+    }
+
+    /// The text a row's `data` column holds, whichever form it is in.
+    static func text(_ value: DatabaseValue) -> String? {
+        switch value.storage {
+        case .string(let text): return text
+        case .blob(let bytes): return bytes.withUnsafeBytes(decompressed).map { String(decoding: $0, as: UTF8.self) }
+        default: return nil
+        }
+    }
+
+    /// `kassa_event_data(data)`: the text of a `data` column in SQL, for support's free-text
+    /// search. Registered on every connection the store opens.
+    static func registerFunction(_ db: Database) throws {
+        let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
+        let code = sqlite3_create_function_v2(db.sqliteConnection, "kassa_event_data", 1, flags, nil, eventDataFunction, nil, nil, nil)
+        guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot register kassa_event_data") }
+    }
+}
+
+private func eventDataFunction(_ context: OpaquePointer?, _ count: Int32, _ values: UnsafeMutablePointer<OpaquePointer?>?) {
+    guard let value = values?[0] else { return sqlite3_result_null(context) }
+    guard sqlite3_value_type(value) == SQLITE_BLOB else { return sqlite3_result_value(context, value) }
+    // The pointer first, then its length: SQLite's documented order.
+    let start = sqlite3_value_blob(value)
+    let stored = UnsafeRawBufferPointer(start: start, count: start == nil ? 0 : Int(sqlite3_value_bytes(value)))
+    guard let text = EventData.decompressed(stored) else { return sqlite3_result_null(context) }
+    text.withUnsafeBufferPointer { utf8 in
+        utf8.withMemoryRebound(to: CChar.self) { sqlite3_result_text(context, $0.baseAddress, Int32($0.count), RawBinding.transient) }
+    }
+}
+
+extension RawBinding {
+    /// An event's data in the form `EventData` keeps it.
+    mutating func bind(eventData text: String?) {
+        guard var text, text.utf8.count >= EventData.compressedFrom,
+              let stored = text.withUTF8(EventData.compressed) else { return bind(text) }
+        stored.withUnsafeBytes { bind(blob: $0) }
+    }
+}
+
+private extension Array {
+    var nilIfEmpty: Self? { isEmpty ? nil : self }
+}

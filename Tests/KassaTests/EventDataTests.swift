@@ -1,0 +1,134 @@
+import Foundation
+import GRDB
+import KassaCore
+@testable import KassaStore
+import Testing
+
+/// Long event data is kept as an LZ4 block (EventData), on a real SQLite file through the store.
+@Suite("Store: long event data kept compressed")
+struct EventDataTests {
+    /// An upstream answer's body as the log keeps it: operations whose hrefs share most of their text.
+    static func answerBody(_ n: Int, marker: String) -> JSONValue {
+        let operations = (0..<n).map { i -> JSONValue in
+            ["href": .string("https://api.example/psp/paymentsessions/…000\(i)/methods/Method\(i)/expand"),
+             "rel": "expand-method", "method": "POST", "contentType": "application/json"]
+        }
+        return ["operation": "view-paymentsession", "body": ["operations": .array(operations), "note": .string(marker)]]
+    }
+
+    /// Letters only: a run of digits would be masked as a possible card or phone number.
+    static func randomLetters(_ count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<count).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement(using: &generator)! })
+    }
+
+    @Test("long data is stored as a smaller BLOB and reads back as written; short and incompressible data stay text")
+    func storedForms() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let long = Self.answerBody(20, marker: "Grüße, 東京")
+        let short: JSONValue = ["status": "Initialized"]
+        let noise: JSONValue = ["noise": .string(Self.randomLetters(1_200))]
+        for (i, data) in [long, short, noise].enumerated() {
+            store.eventLog.append(LogEvent(atMs: Int64(1_000 + i), sessionID: "s", kind: "test", summary: "event \(i)", data: data))
+        }
+        await store.eventLog.flush()
+        let forms = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT typeof(data) AS form, length(CAST(data AS BLOB)) AS bytes FROM events ORDER BY id")
+                .map { ($0["form"] as String, $0["bytes"] as Int) }
+        }
+        #expect(forms.map(\.0) == ["blob", "text", "text"])
+        #expect(forms[0].1 * 2 < long.bytes.count, "\(forms[0].1) stored bytes for \(long.bytes.count) of text")
+        let read = try store.eventLog.events(sessionID: "s")
+        #expect(read.map(\.data) == [long, short, noise])
+        var all = Store.EventQuery()
+        all.limit = 10
+        #expect(try store.searchEvents(all).map(\.data) == [long, short, noise])
+        await store.close()
+    }
+
+    @Test("support's free-text search finds text inside compressed data, with LIKE's characters taken literally")
+    func searchInsideCompressedData() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        store.eventLog.append(LogEvent(atMs: 1, kind: "test", summary: "first", data: Self.answerBody(20, marker: "needle_100%")))
+        store.eventLog.append(LogEvent(atMs: 2, kind: "test", summary: "second", data: Self.answerBody(20, marker: "needle-1000")))
+        await store.eventLog.flush()
+        let blobs = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE typeof(data) = 'blob'") }
+        #expect(blobs == 2)
+        func found(_ text: String) throws -> [String] {
+            var q = Store.EventQuery()
+            q.text = text
+            return try store.searchEvents(q).map(\.summary)
+        }
+        #expect(try found("needle_100%") == ["first"])
+        #expect(try found("needle") == ["first", "second"])
+        #expect(try found("Method19/expand") == ["first", "second"])
+        #expect(try found("needle%1000") == [])
+        #expect(try found("absent") == [])
+        await store.close()
+    }
+
+    @Test("a damaged BLOB reads as an event without data and never traps; search passes over it")
+    func damagedBlobs() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let text = Array(Self.answerBody(20, marker: "whole").bytes)
+        let good = try #require(text.withUnsafeBufferPointer(EventData.compressed))
+        var damaged: [[UInt8]] = [[], [EventData.lz4], Array(good.prefix(EventData.headerSize)), Array(good.dropLast(7)),
+                                  [2] + good.dropFirst(), [EventData.lz4, 0xff, 0xff, 0xff, 0xff] + good.dropFirst(5),
+                                  [EventData.lz4, 0xff, 0xff, 0xff, 0x3f] + good.dropFirst(5)]
+        var random = SeededRandom(seed: 0xda7a)
+        for _ in 0..<400 {
+            var copy = good
+            for _ in 0..<(1 + random.next() % 4) { copy[Int(random.next() % UInt64(copy.count))] ^= UInt8(1 << (random.next() % 8)) }
+            damaged.append(copy)
+        }
+        let rows = [good] + damaged
+        try await store.pool.write { db in
+            for (i, blob) in rows.enumerated() {
+                try db.execute(sql: "INSERT INTO events(at_ms, kind, level, summary, data) VALUES (?, 'test', 'info', ?, ?)",
+                               arguments: [i, "row \(i)", Data(blob)])
+            }
+        }
+        var all = Store.EventQuery()
+        all.limit = 1_000
+        let read = try store.searchEvents(all)
+        #expect(read.count == damaged.count + 1)
+        #expect(read.first?.data?.bytes == text, "the undamaged row reads whole")
+        for (event, blob) in zip(read.dropFirst(), damaged) {
+            // A flipped bit can leave a block that still decodes; what comes out is then the length it says.
+            let decoded = blob.withUnsafeBytes(EventData.decompressed)
+            #expect(decoded == nil || decoded?.count == Int(text.count), "\(event.summary)")
+        }
+        var q = Store.EventQuery()
+        q.text = "whole"
+        #expect(try store.searchEvents(q).first?.summary == "row 0")
+        let nulls = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE kassa_event_data(data) IS NULL") }
+        #expect((nulls ?? 0) >= 7, "the seven hand-made damages read as NULL")
+        await store.close()
+    }
+
+    @Test("text under 256 bytes stays text; longer text LZ4 shrinks by an eighth comes back byte for byte")
+    func roundTrip() {
+        var random = SeededRandom(seed: 0x1234)
+        let pieces = ["{\"rel\":", "\"abort-payment\"", "é東", ",", "0123", "…0001", "\"href\":\"https://api.example/psp/", "}"]
+            .map { Array($0.utf8) }
+        var kept = 0
+        for size in stride(from: 0, through: 6_000, by: 37) {
+            var text: [UInt8] = []
+            while text.count < size { text += pieces[Int(random.next() % UInt64(pieces.count))] }
+            text = Array(text.prefix(size))   // may end inside a character: the codec keeps bytes, not characters
+            let stored = text.withUnsafeBufferPointer(EventData.compressed)
+            if size < EventData.compressedFrom { #expect(stored == nil, "size \(size)") }
+            guard let stored else { continue }
+            kept += 1
+            #expect(stored.count <= size - size / 8, "size \(size)")
+            #expect(stored.withUnsafeBytes(EventData.decompressed) == text, "size \(size)")
+        }
+        #expect(kept > 100)
+    }
+}
