@@ -80,7 +80,7 @@ struct EventDataTests {
         let good = try #require(text.withUnsafeBufferPointer(EventData.compressed))
         var damaged: [[UInt8]] = [[], [EventData.lz4], Array(good.prefix(EventData.headerSize)), Array(good.dropLast(7)),
                                   [2] + good.dropFirst(), [EventData.lz4, 0xff, 0xff, 0xff, 0xff] + good.dropFirst(5),
-                                  [EventData.lz4, 0xff, 0xff, 0xff, 0x3f] + good.dropFirst(5)]
+                                  [EventData.lz4, 0x00, 0x00, 0x10, 0x00] + good.dropFirst(5)]
         var random = SeededRandom(seed: 0xda7a)
         for _ in 0..<400 {
             var copy = good
