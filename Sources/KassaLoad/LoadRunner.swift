@@ -26,7 +26,7 @@ public final class LoadRunner: Sendable {
             self.host = host == "localhost" ? "127.0.0.1" : host
             self.port = parts.port ?? 80
             self.path = parts.path.hasSuffix("/") ? String(parts.path.dropLast()) : parts.path
-            self.base = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)" + path
+            self.base = "http://" + URLAuthority.of(host: host, port: port) + path
         }
     }
 

@@ -1,4 +1,5 @@
 import CCurl
+import KassaCore
 
 /// An upstream URL's parts as libcurl reads them: the allow-list check and the event log use
 /// the same parser as the request itself, so the host checked is the host connected to (a
@@ -23,9 +24,7 @@ public struct UpstreamURL: Sendable, Equatable {
 
     /// `scheme://host:port`, the port always written: what an href must share with the
     /// configured upstream, and what a circuit breaker is kept for.
-    /// (The colon is looked for by byte: `contains(":")` on a String goes through Foundation's
-    /// NSString search, 1 % of the Swift pool's time in a card flow.)
-    public var origin: String { "\(scheme)://\(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host):\(port)" }
+    public var origin: String { "\(scheme)://" + URLAuthority.of(host: host, port: port) }
 
     /// Nil when libcurl does not take it as an absolute URL with a host.
     public init?(_ url: String) {

@@ -258,7 +258,7 @@ struct Serve: AsyncParsableCommand {
     static func welcome(host: String, tls: Bool, embedded: Bool, database: String, apiKey: String?, adminToken: String?) -> @Sendable (Int) -> String {
         { port in
             let shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
-            let base = "\(tls ? "https" : "http")://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)"
+            let base = "\(tls ? "https" : "http")://" + URLAuthority.of(host: shown, port: port)
             return """
             kassa: ready at \(base)\(embedded ? ", paying against the embedded Swedbank Pay simulator" : "")
               1. pay:     \(base)/demo/   API key \(apiKey ?? "(one of --api-keys)"): Create session, then pay with Swish
