@@ -79,8 +79,7 @@ extension WebSocketClient {
                         timeout: Duration = .seconds(20)) async throws(WebSocketClientError) -> HTTPClientResponse {
         var message = [UInt8](repeating: 0, count: Int(kassa_lws_pre))
         message.reserveCapacity(Int(kassa_lws_pre) + 256 + body.count)
-        let hostField = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]:\(port)" : "\(host):\(port)"
-        message.append(contentsOf: "\(method) \(path) HTTP/1.1\r\nHost: \(hostField)\r\nContent-Length: \(body.count)\r\n".utf8)
+        message.append(contentsOf: "\(method) \(path) HTTP/1.1\r\nHost: \(URLAuthority.of(host: host, port: port))\r\nContent-Length: \(body.count)\r\n".utf8)
         for (name, value) in headers { message.append(contentsOf: "\(name): \(value)\r\n".utf8) }
         message.append(contentsOf: "\r\n".utf8)
         message.append(contentsOf: body)
