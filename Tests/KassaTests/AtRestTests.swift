@@ -1,6 +1,5 @@
 import Foundation
 import KassaCore
-import KassaStore
 @testable import KassaGateway
 import KassaUpstream
 import Testing
@@ -87,10 +86,7 @@ struct AtRestTests {
             }
         }
         let whileRunning = files()
-        // Long event data is stored compressed, where the file's bytes would not show a value: read it decoded too.
-        var all = Store.EventQuery()
-        all.limit = 100_000
-        let decoded = try t.node.store.searchEvents(all).map { ($0.data?.text ?? "") + $0.summary }.joined(separator: "\n")
+        let decoded = try t.decodedEvents().text
         await t.stop(keepDirectory: true)
         let everything = whileRunning + files() + Data(decoded.utf8) + Data(t.logs.text.utf8)
         #expect(everything.count > 10_000, "the scan read real files")

@@ -55,6 +55,15 @@ struct TestNode {
         running = Task { try await group.run() }
     }
 
+    /// Every event's data and summary as the store reads them back, decoded. Long event data is
+    /// stored compressed, where a byte scan of the files would not show a value.
+    func decodedEvents() throws -> (events: [KassaCore.LogEvent], text: String) {
+        var all = Store.EventQuery()
+        all.limit = 100_000
+        let events = try node.store.searchEvents(all)
+        return (events, events.map { ($0.data?.text ?? "") + $0.summary }.joined(separator: "\n"))
+    }
+
     func stop(keepDirectory: Bool = false) async {
         // Every end-to-end test also proves the service thread never entered the store.
         #expect(node.edge.blockingCallsOnServiceThread == 0, "a blocking call ran on the edge's service thread")
