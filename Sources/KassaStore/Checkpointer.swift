@@ -73,7 +73,11 @@ final class Checkpointer: Sendable {
                 let arrived = frames >= lastFrames ? frames - lastFrames : frames
                 lastFrames = frames
                 backlog = max(arrived, frames - copied)
-                guard frames >= Self.restartFrames, arrived <= Self.catchUpFrames, frames == copied else { continue }
+                // Past twice the restart size the commits come faster than a passive round can catch
+                // up with (a slow disk): hold them for whatever is left rather than let the WAL grow
+                // to the backstop, whose checkpoint would hold them longer.
+                let holdNow = arrived <= Self.catchUpFrames || frames >= 2 * Self.restartFrames
+                guard frames >= Self.restartFrames, holdNow, frames == copied else { continue }
                 let held = gate.held { () -> Duration in
                     let began = ContinuousClock.now
                     _ = Self.checkpoint(connection)
