@@ -611,7 +611,7 @@ extension EdgeServer {
         // its subscribers sooner, and no poll change is made for it. lws keeps what the socket
         // does not take and sends it first, so the order holds.
         var writeNow: [UInt64: EdgeConnection] = [:]
-        for command in loop.take() {
+        loop.drain { command in
             if case .send(let id, _, _) = command, let conn = confined.connections[id],
                writeNow[id] != nil || conn.hasNothingToWrite {
                 apply(command, armWriteable: false)

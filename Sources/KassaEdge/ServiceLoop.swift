@@ -5,7 +5,7 @@ import Synchronization
 
 /// One libwebsockets context and the one thread that services it, shared by
 /// the server and the client. Only that thread touches lws; other threads
-/// `post` commands, which wake it (`lws_cancel_service`) to `take` them on
+/// `post` commands, which wake it (`lws_cancel_service`) to `drain` them on
 /// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
 /// lws runs on a libev loop (epoll) owned here and handed to lws as a "foreign"
@@ -26,6 +26,8 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     private let eventLoop: OpaquePointer?
     private let foreignLoops = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
     private var started = false
+    /// An empty buffer with room, for `drain`'s next batch (the service thread's alone).
+    private var spareBuffer: [Command] = []
     /// The service thread's mark: it serves every connection, so it must never block.
     let nonBlocking = NonBlockingThread(name: "lws service")
 
@@ -81,14 +83,14 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
             guard box.alive else { return nil }
             box.commands.append(command)
             // One wake-up per batch: a non-empty outbox already has one pending (the service
-            // thread empties it in `take`).
+            // thread empties it in `drain`).
             guard box.commands.count == 1 else { return false }
             wakesInFlight.add(1, ordering: .relaxed)
             return true
         }
         guard let wake else { return false }
         // The wake-up is a system call: made under the lock, it kept the service thread spinning
-        // in `take` whenever the poster was preempted (the gateway's threads may share one core).
+        // in `drain` whenever the poster was preempted (the gateway's threads may share one core).
         if wake {
             lws_cancel_service(context)
             wakesInFlight.subtract(1, ordering: .releasing)
@@ -109,15 +111,17 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         return post(command)
     }
 
-    /// On the service thread: the commands posted since the last call. Ends the loop
-    /// here once an exit was requested (libev's loop may be broken only from its own thread).
-    func take() -> [Command] {
-        let commands = outbox.withLock { box -> [Command] in
-            defer { box.commands.removeAll(keepingCapacity: true) }
-            return box.commands
-        }
+    /// On the service thread: runs `each` on the commands posted since the last call. Ends the
+    /// loop here once an exit was requested (libev's loop may be broken only from its own thread).
+    func drain(_ each: (Command) -> Void) {
+        // The outbox and the batch trade buffers, so neither side allocates one per pass.
+        var batch: [Command] = []
+        swap(&batch, &spareBuffer)
+        outbox.withLock { swap(&$0.commands, &batch) }
         if exitRequested.load(ordering: .acquiring), let eventLoop { kassa_ev_break(eventLoop) }
-        return commands
+        for command in batch { each(command) }
+        batch.removeAll(keepingCapacity: true)
+        spareBuffer = batch
     }
 
     /// Ends the loop after the current service pass (safe from any thread).

@@ -122,7 +122,7 @@ public final class WebSocketClient: @unchecked Sendable {
     // MARK: Service thread
 
     func drain() {
-        for command in loop.take() {
+        loop.drain { command in
             switch command {
             case .connect(let connection, let host, let port, let path, let headers, let source):
                 connection.handshakeHeaders = headers
@@ -134,17 +134,17 @@ public final class WebSocketClient: @unchecked Sendable {
                     connection.failOpen("cannot start a connection to \(host):\(port)")
                 }
             case .send(let id, let frame):
-                guard let connection = connections[id], let wsi = connection.wsi else { continue }
+                guard let connection = connections[id], let wsi = connection.wsi else { return }
                 connection.outbound.append(frame)
                 lws_callback_on_writable(wsi)
             case .abandonIfNotOpen(let id):
-                guard let connection = connections[id], connection.opened != nil else { continue }
+                guard let connection = connections[id], connection.opened != nil else { return }
                 connections[id] = nil
                 connection.failOpen("no handshake within the connect timeout")
                 connection.finish(code: nil)
                 if let wsi = connection.pendingWsi { lws_set_timeout(wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE, LWS_TO_KILL_ASYNC) }
             case .close(let id):
-                guard let connection = connections[id], let wsi = connection.wsi else { continue }
+                guard let connection = connections[id], let wsi = connection.wsi else { return }
                 connection.closing = true
                 lws_callback_on_writable(wsi)
             case .request(let exchange):

@@ -81,12 +81,23 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let o):
             out.append(UInt8(ascii: "{"))
-            // Sorted members (stable output), sorted as pairs so no key is hashed again.
-            for (i, member) in o.sorted(by: { $0.key < $1.key }).enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(member.key, into: &out)
-                out.append(UInt8(ascii: ":"))
-                member.value.write(into: &out)
+            // Sorted members (stable output): their positions are sorted in a buffer on the stack,
+            // so writing an object allocates nothing and hashes no key again.
+            withUnsafeTemporaryAllocation(of: [String: JSONValue].Index.self, capacity: o.count) { order in
+                var count = 0
+                for position in o.indices {
+                    order.initializeElement(at: count, to: position)
+                    count += 1
+                }
+                var members = UnsafeMutableBufferPointer(rebasing: order[..<count])
+                members.sort { o[$0].key < o[$1].key }
+                for (i, position) in members.enumerated() {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSONValue.writeString(o[position].key, into: &out)
+                    out.append(UInt8(ascii: ":"))
+                    o[position].value.write(into: &out)
+                }
+                _ = members.deinitialize()
             }
             out.append(UInt8(ascii: "}"))
         }

@@ -19,17 +19,31 @@ enum EventData {
 
     /// The stored form of `utf8`, or nil when it stays text (short, or not worth it).
     static func compressed(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        guard utf8.count >= compressedFrom, utf8.count <= maxTextBytes, let source = utf8.baseAddress else { return nil }
+        guard let bound = storedBound(utf8.count) else { return nil }
+        return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+            count = compress(utf8, into: buffer) ?? 0
+        }.nilIfEmpty
+    }
+
+    /// At most how many bytes the stored form of `count` bytes of text takes, or nil when text of
+    /// that size stays text.
+    static func storedBound(_ count: Int) -> Int? {
+        guard count >= compressedFrom, count <= maxTextBytes else { return nil }
+        return headerSize + Int(LZ4_compressBound(Int32(count)))
+    }
+
+    /// Writes the stored form of `utf8` into `buffer` (`storedBound` bytes) and says how many
+    /// bytes it took, or nil when it stays text.
+    static func compress(_ utf8: UnsafeBufferPointer<UInt8>, into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int? {
+        guard let bound = storedBound(utf8.count), buffer.count >= bound, let source = utf8.baseAddress, let target = buffer.baseAddress else { return nil }
         let length = Int32(utf8.count)
         let worthIt = utf8.count - utf8.count / 8 - headerSize
-        return [UInt8](unsafeUninitializedCapacity: headerSize + Int(LZ4_compressBound(length))) { buffer, count in
-            buffer[0] = lz4
-            withUnsafeBytes(of: UInt32(length).littleEndian) { for i in 0..<4 { buffer[1 + i] = $0[i] } }
-            let written = (buffer.baseAddress! + headerSize).withMemoryRebound(to: CChar.self, capacity: buffer.count - headerSize) {
-                LZ4_compress_default(UnsafeRawPointer(source).assumingMemoryBound(to: CChar.self), $0, length, Int32(buffer.count - headerSize))
-            }
-            count = written > 0 && Int(written) <= worthIt ? headerSize + Int(written) : 0
-        }.nilIfEmpty
+        buffer[0] = lz4
+        withUnsafeBytes(of: UInt32(length).littleEndian) { for i in 0..<4 { buffer[1 + i] = $0[i] } }
+        let written = (target + headerSize).withMemoryRebound(to: CChar.self, capacity: buffer.count - headerSize) {
+            LZ4_compress_default(UnsafeRawPointer(source).assumingMemoryBound(to: CChar.self), $0, length, Int32(buffer.count - headerSize))
+        }
+        return written > 0 && Int(written) <= worthIt ? headerSize + Int(written) : nil
     }
 
     /// The text a stored BLOB holds, or nil when it is not one this format wrote (a damaged row
@@ -82,9 +96,8 @@ private func eventDataFunction(_ context: OpaquePointer?, _ count: Int32, _ valu
 extension RawBinding {
     /// An event's data in the form `EventData` keeps it.
     mutating func bind(eventData text: String?) {
-        guard var text, text.utf8.count >= EventData.compressedFrom,
-              let stored = text.withUTF8(EventData.compressed) else { return bind(text) }
-        stored.withUnsafeBytes { bind(blob: $0) }
+        guard var text, let bound = EventData.storedBound(text.utf8.count),
+              text.withUTF8({ utf8 in bind(blobOfAtMost: bound) { EventData.compress(utf8, into: $0) } }) else { return bind(text) }
     }
 }
 

@@ -11,6 +11,8 @@ import Synchronization
 public final class EventLog: Sendable {
     public static let maxBatch = 1_000
     public static let maxDelay = 0.010
+    /// The queue's buffers are reused up to this many entries (a busy second's batches).
+    static let keptQueueCapacity = 4_096
 
     /// A queued event: its data only as the text the row stores. The tree is let go on the thread
     /// that built it, not freed by the writer, which only writes.
@@ -306,16 +308,22 @@ public final class EventLog: Sendable {
         // Committed events not yet in `session_events`, and when they are put there at the latest.
         var unindexed = 0
         var nextSessionIndexing = ContinuousClock.now + Self.sessionIndexingInterval
+        // The queue and the writer trade buffers each pass, so appends land in room already
+        // there; one a burst made large is let go.
+        var taken: [Pending] = [], rows: [RowWrite] = []
+        func emptied<T>(_ buffer: inout [T]) {
+            if buffer.capacity > Self.keptQueueCapacity { buffer = [] } else { buffer.removeAll(keepingCapacity: true) }
+        }
         while true {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
             // Take everything queued at once (no shifting of a long queue), then commit it
             // in transactions of at most `maxBatch` events.
-            let (taken, running, rows) = queue.withLock { q -> ([Pending], Bool, [RowWrite]) in
-                defer {
-                    q.events.removeAll(keepingCapacity: false)
-                    q.rows.removeAll(keepingCapacity: true)
-                }
-                return (q.events, q.running, q.rows)
+            emptied(&taken)
+            emptied(&rows)
+            let running = queue.withLock { q -> Bool in
+                swap(&q.events, &taken)
+                swap(&q.rows, &rows)
+                return q.running
             }
             var pendingRows = rows
             var start = 0

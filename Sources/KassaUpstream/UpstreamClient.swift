@@ -133,10 +133,13 @@ final class CurlEngine: @unchecked Sendable {
     /// which takes every operation queued by then; a wake-up stays pending until the next poll.
     private func loop() {
         var stillRunning: Int32 = 0
+        // The queue and this loop trade buffers, so neither side allocates one per pass.
+        var ops: [Op] = []
         while true {
-            let (ops, running) = pending.withLock { state -> ([Op], Bool) in
-                defer { state.ops.removeAll(keepingCapacity: true) }
-                return (state.ops, state.running)
+            ops.removeAll(keepingCapacity: true)
+            let running = pending.withLock { state -> Bool in
+                swap(&state.ops, &ops)
+                return state.running
             }
             for op in ops {
                 switch op {

@@ -112,6 +112,40 @@ struct EventDataTests {
         await store.close()
     }
 
+    @Test("rows bound one after another from one reused buffer read back exactly, whatever their sizes")
+    func rowsFromTheReusedBuffer() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        // Text of every size class in turn: empty, inline in a Swift string (≤ 15 bytes), long,
+        // past the buffer's kept size, then short again, so a row that reused a larger one's
+        // buffer would show the other's bytes.
+        let summaries = ["", "x", "fifteen bytes!!", "sixteen bytes!!!", Self.randomLetters(2_000),
+                         Self.randomLetters(RawBinding.keptBytes + 1_000), "é", "", "after the large one"]
+        let data: [JSONValue?] = [nil, ["k": "v"], Self.answerBody(40, marker: "a"), ["noise": .string(Self.randomLetters(3_000))],
+                                  Self.answerBody(4_000, marker: "large"), nil, ["k": ""], Self.answerBody(5, marker: "b"), ["k": "w"]]
+        var written: [LogEvent] = []
+        for round in 0..<3 {
+            for (i, summary) in summaries.enumerated() {
+                let event = LogEvent(atMs: Int64(round * 100 + i), sessionID: i.isMultiple(of: 2) ? "s-\(i)" : nil, kind: "test.東\(i)",
+                                     summary: summary, traceID: i == 3 ? "" : "t\(round)", data: data[i])
+                store.eventLog.append(event)
+                written.append(event)
+            }
+            // One round in one transaction, the next ones row by row.
+            if round > 0 { await store.eventLog.flush() }
+        }
+        await store.eventLog.flush()
+        let read = try store.eventLog.events(limit: 100)
+        #expect(read.count == written.count)
+        for (got, want) in zip(read, written) {
+            #expect(got.atMs == want.atMs && got.sessionID == want.sessionID && got.kind == want.kind)
+            #expect(got.summary == want.summary, "summary of \(want.atMs): \(got.summary.utf8.count) bytes for \(want.summary.utf8.count)")
+            #expect(got.traceID == want.traceID && got.data == want.data, "row \(want.atMs)")
+        }
+        await store.close()
+    }
+
     @Test("text under 256 bytes stays text; longer text LZ4 shrinks by an eighth comes back byte for byte")
     func roundTrip() {
         var random = SeededRandom(seed: 0x1234)
