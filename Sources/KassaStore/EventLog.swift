@@ -344,13 +344,7 @@ public final class EventLog: Sendable {
                         }
                         if indexing { try Self.indexSessionEvents(db) }
                         for row in pendingRows { try Self.write(row, db) }
-                        var ids: [Int64] = []
-                        ids.reserveCapacity(batch.count)
-                        for pending in batch {
-                            try Self.insert(pending, db)
-                            ids.append(db.lastInsertedRowID)
-                        }
-                        return ids
+                        return try Self.insert(batch, db)
                     }
                     report(true)
                     if indexing {
@@ -476,27 +470,46 @@ public final class EventLog: Sendable {
         }
     }
 
-    static let insertSQL = """
-        INSERT INTO events(at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-        """
+    /// Events one INSERT writes at most. A statement's run opens a cursor on the table and on each
+    /// of its indexes, and allocates them, whatever its rows: a flow's ≈ 20 events, one statement
+    /// each, spent more on that than on their rows.
+    static let rowsPerInsert = 16
+    /// The INSERT for 1, 2, … `rowsPerInsert` rows, made once.
+    static let insertSQL: [String] = (1...rowsPerInsert).map { rows in
+        "INSERT INTO events(at_ms, session_id, seq, kind, level, summary, duration_ms, status, trace_id, data) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+    }
 
-    /// Binds and steps the cached insert through SQLite's own calls. GRDB's arguments box each
-    /// value and its execution checks them: ≈ 12 % of the writer thread, for ≈ 20 inserts a flow.
-    static func insert(_ pending: Pending, _ db: Database) throws {
-        let event = pending.event
-        var binding = RawBinding(try db.cachedStatement(sql: insertSQL).sqliteStatement)
-        binding.bind(event.atMs)
-        binding.bind(event.sessionID)
-        binding.bind(event.seq)
-        binding.bind(event.kind)
-        binding.bind(event.level.rawValue)
-        binding.bind(event.summary)
-        binding.bind(event.durationMs)
-        binding.bind(event.status.map(Int64.init))
-        binding.bind(event.traceID)
-        binding.bind(eventData: pending.dataText)
-        try binding.step(db, sql: insertSQL)
+    /// Inserts the events, `rowsPerInsert` to a statement, binding them through SQLite's own calls
+    /// (GRDB's arguments box each value and check them: ≈ 12 % of the writer thread). Their ids in
+    /// order: one statement's rows take consecutive ids, as nothing else writes between them.
+    static func insert(_ batch: ArraySlice<Pending>, _ db: Database) throws -> [Int64] {
+        var ids: [Int64] = []
+        ids.reserveCapacity(batch.count)
+        var start = batch.startIndex
+        while start < batch.endIndex {
+            let end = min(start + rowsPerInsert, batch.endIndex)
+            let sql = insertSQL[end - start - 1]
+            var binding = RawBinding(try db.cachedStatement(sql: sql).sqliteStatement)
+            for pending in batch[start..<end] {
+                let event = pending.event
+                binding.bind(event.atMs)
+                binding.bind(event.sessionID)
+                binding.bind(event.seq)
+                binding.bind(event.kind)
+                binding.bind(event.level.rawValue)
+                binding.bind(event.summary)
+                binding.bind(event.durationMs)
+                binding.bind(event.status.map(Int64.init))
+                binding.bind(event.traceID)
+                binding.bind(eventData: pending.dataText)
+            }
+            try binding.step(db, sql: sql)
+            let last = db.lastInsertedRowID
+            ids.append(contentsOf: (last - Int64(end - start - 1))...last)
+            start = end
+        }
+        return ids
     }
 
     // MARK: Reading

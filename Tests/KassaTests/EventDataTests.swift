@@ -3,6 +3,7 @@ import GRDB
 import KassaCore
 @testable import KassaStore
 import Testing
+import Synchronization
 
 /// Long event data is kept as an LZ4 block (EventData), on a real SQLite file through the store.
 @Suite("Store: long event data kept compressed")
@@ -142,6 +143,31 @@ struct EventDataTests {
             #expect(got.atMs == want.atMs && got.sessionID == want.sessionID && got.kind == want.kind)
             #expect(got.summary == want.summary, "summary of \(want.atMs): \(got.summary.utf8.count) bytes for \(want.summary.utf8.count)")
             #expect(got.traceID == want.traceID && got.data == want.data, "row \(want.atMs)")
+        }
+        await store.close()
+    }
+
+    @Test("events inserted many to a statement get the ids their rows have, in order")
+    func idsOfRowsInsertedTogether() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let observed = Mutex<[LogEvent]>([])
+        store.eventLog.onCommit { batch in observed.withLock { $0 += batch } }
+        // Queued faster than the writer takes them: batches of several statements' rows.
+        let count = 5 * EventLog.rowsPerInsert + 3
+        for i in 0..<count {
+            store.eventLog.append(LogEvent(atMs: Int64(i), sessionID: "s-\(i % 3)", seq: Int64(i), kind: "test", summary: "event \(i)"))
+        }
+        await store.eventLog.flush()
+        let rows = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, at_ms, summary FROM events ORDER BY id").map { ($0["id"] as Int64, $0["at_ms"] as Int64, $0["summary"] as String) }
+        }
+        let seen = observed.withLock { $0 }
+        #expect(rows.count == count && seen.count == count)
+        #expect(rows.map(\.1) == (0..<Int64(count)).map { $0 }, "rows in the order queued")
+        for (event, row) in zip(seen, rows) {
+            #expect(event.id == row.0 && event.atMs == row.1 && event.summary == row.2, "event \(event.atMs) observed with id \(event.id ?? -1), row \(row.0)")
         }
         await store.close()
     }
