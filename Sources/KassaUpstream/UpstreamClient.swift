@@ -222,19 +222,15 @@ final class CurlEngine: @unchecked Sendable {
                 _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
             }
         }
-        var list: UnsafeMutablePointer<curl_slist>?
         for (name, value) in request.headers {
             guard !name.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == UInt8(ascii: ":") }),
                   !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
-                curl_slist_free_all(list)
                 keepOrFree(easy)
                 transfer.finish(.failure(.invalidRequest("header \(name) holds a line break")))
                 return
             }
-            list = curl_slist_append(list, "\(name): \(value)")
         }
-        // No "Expect: 100-continue" round trip for larger bodies.
-        list = curl_slist_append(list, "Expect:")
+        let list = HeaderList.make(request.headers)
         transfer.headerList = list
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
 
@@ -248,7 +244,7 @@ final class CurlEngine: @unchecked Sendable {
             keepOrFree(easy)
             transfer.easy = nil
         }
-        curl_slist_free_all(transfer.headerList)
+        HeaderList.free(transfer.headerList)
         transfer.headerList = nil
     }
 
@@ -333,3 +329,46 @@ private func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawB
     }
     return bytes[first...last]
 }
+
+/// A request's header lines as libcurl's list, in one allocation: the nodes, then the
+/// NUL-terminated lines they point at. `curl_slist_append` made two allocations a line (its node
+/// and a copy of the text), besides the line's own string: ≈ 3 % of a flow's allocations. libcurl
+/// reads the list during the transfer and never changes or frees it.
+enum HeaderList {
+    /// The lines of `headers`, then "Expect:" (no 100-continue round trip for larger bodies).
+    static func make(_ headers: [(String, String)]) -> UnsafeMutablePointer<curl_slist> {
+        let expect = "Expect:"
+        let count = headers.count + 1
+        let nodeBytes = count * MemoryLayout<curl_slist>.stride
+        var textBytes = expect.utf8.count + 1
+        for (name, value) in headers { textBytes += name.utf8.count + 2 + value.utf8.count + 1 }
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + textBytes, alignment: MemoryLayout<curl_slist>.alignment)
+        let nodes = raw.bindMemory(to: curl_slist.self, capacity: count)
+        var text = (raw + nodeBytes).bindMemory(to: CChar.self, capacity: textBytes)
+        func write(_ part: String) {
+            for byte in part.utf8 {
+                text.pointee = CChar(bitPattern: byte)
+                text += 1
+            }
+        }
+        for k in 0..<count {
+            let line = text
+            if k < headers.count {
+                write(headers[k].0)
+                write(": ")
+                write(headers[k].1)
+            } else {
+                write(expect)
+            }
+            text.pointee = 0
+            text += 1
+            (nodes + k).initialize(to: curl_slist(data: line, next: k + 1 < count ? nodes + k + 1 : nil))
+        }
+        return nodes
+    }
+
+    static func free(_ list: UnsafeMutablePointer<curl_slist>?) {
+        UnsafeMutableRawPointer(list)?.deallocate()
+    }
+}
+

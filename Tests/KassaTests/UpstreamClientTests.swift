@@ -1,4 +1,5 @@
 import Foundation
+import KassaCore
 import KassaEdge
 import KassaUpstream
 import Testing
@@ -77,6 +78,25 @@ struct UpstreamClientTests {
         #expect(head.status == 200 && head.body.isEmpty)
         let delete = try await client.send(UpstreamRequest(method: "DELETE", url: base + "/echo"))
         #expect(delete.header("x-echo-method") == "DELETE" && delete.header("x-echo-length") == "0")
+    }
+
+    @Test("every header a request names arrives as given, in a list of one allocation; no Expect: 100-continue")
+    func headersArriveAsGiven() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let long = String(repeating: "v", count: 3_000)
+        // Names the edge reads (libwebsockets' known headers), so its /headers route can say what came.
+        let sent = [("Accept", "application/problem+json"), ("User-Agent", long), ("Referer", "https://shop.example/a b  c"),
+                    ("Authorization", "Bearer t"), ("Content-Type", "application/json")]
+        for headers in [sent, [], [sent[0]]] {
+            let answer = try await client.send(UpstreamRequest(method: "POST", url: "http://127.0.0.1:\(server.port)/headers", headers: headers,
+                                                               body: Array(String(repeating: "b", count: 2_000).utf8)))
+            let got = try JSONValue.parse(answer.body)
+            for (name, value) in headers {
+                #expect(got[name.lowercased()]?.stringValue == value, "\(name): \(got[name.lowercased()]?.stringValue?.prefix(40) ?? "absent")")
+            }
+            #expect(got["expect"] == nil, "no Expect header: \(answer.text.prefix(200))")
+        }
     }
 
     @Test("a black-hole port times out within its deadline with a typed error")
