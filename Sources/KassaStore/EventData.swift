@@ -94,10 +94,10 @@ private func eventDataFunction(_ context: OpaquePointer?, _ count: Int32, _ valu
 }
 
 extension RawBinding {
-    /// An event's data in the form `EventData` keeps it.
-    mutating func bind(eventData text: String?) {
-        guard var text, let bound = EventData.storedBound(text.utf8.count),
-              text.withUTF8({ utf8 in bind(blobOfAtMost: bound) { EventData.compress(utf8, into: $0) } }) else { return bind(text) }
+    /// An event's data (its JSON text as UTF-8) in the form `EventData` keeps it.
+    mutating func bind(eventData utf8: [UInt8]?) {
+        guard let utf8, let bound = EventData.storedBound(utf8.count),
+              utf8.withUnsafeBufferPointer({ text in bind(blobOfAtMost: bound) { EventData.compress(text, into: $0) } }) else { return bind(utf8: utf8) }
     }
 }
 

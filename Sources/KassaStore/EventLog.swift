@@ -18,12 +18,14 @@ public final class EventLog: Sendable {
     /// that built it, not freed by the writer, which only writes.
     struct Pending {
         var event: LogEvent
-        var dataText: String?
+        /// The data's JSON text, redacted, as UTF-8: kept as bytes, since it is only stored (a
+        /// `String` of it was a validation and a copy an event).
+        var data: [UInt8]?
 
         /// The event with its data read back from the text (for the few that need the whole event).
         var restored: LogEvent {
             var restored = event
-            restored.data = dataText.flatMap { try? JSONValue.parse(Array($0.utf8)) }
+            restored.data = data.flatMap { try? JSONValue.parse($0) }
             return restored
         }
     }
@@ -146,7 +148,7 @@ public final class EventLog: Sendable {
     /// Its summary and data pass through `Redaction` here, whoever built it: nothing reaches
     /// the file, or the live timeline, that redaction would have caught.
     public func append(_ event: LogEvent) {
-        enqueue(event, dataText: event.data.map { Redaction.redact($0).text })
+        enqueue(event, data: event.data.map { Redaction.redact($0).bytes })
     }
 
     /// Queues an event whose data also holds `body`, a JSON document's bytes as they were sent or
@@ -168,14 +170,14 @@ public final class EventLog: Sendable {
         text.append(contentsOf: #""body":"#.utf8)
         text.append(contentsOf: redacted)
         text.append(UInt8(ascii: "}"))
-        enqueue(event, dataText: String(decoding: text, as: UTF8.self))
+        enqueue(event, data: text)
     }
 
-    private func enqueue(_ event: LogEvent, dataText: String?) {
+    private func enqueue(_ event: LogEvent, data: [UInt8]?) {
         var event = event
         event.summary = Redaction.redactText(event.summary)
         event.data = nil
-        let pending = Pending(event: event, dataText: dataText)
+        let pending = Pending(event: event, data: data)
         let full = queue.withLock { q -> Bool in
             q.events.append(pending)
             q.appended += 1
@@ -502,7 +504,7 @@ public final class EventLog: Sendable {
                 binding.bind(event.durationMs)
                 binding.bind(event.status.map(Int64.init))
                 binding.bind(event.traceID)
-                binding.bind(eventData: pending.dataText)
+                binding.bind(eventData: pending.data)
             }
             try binding.step(db, sql: sql)
             let last = db.lastInsertedRowID

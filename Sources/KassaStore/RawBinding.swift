@@ -61,10 +61,16 @@ struct RawBinding {
     }
 
     mutating func bind(_ value: String?) {
+        guard var value else { return bind(utf8: nil as [UInt8]?) }
+        value.withUTF8 { bind(utf8: $0) }
+    }
+
+    /// Text given as its UTF-8 bytes.
+    mutating func bind<Bytes: Collection<UInt8>>(utf8 text: Bytes?) {
         index += 1
-        guard var value else { return record(sqlite3_bind_null(statement, index)) }
+        guard let text else { return record(sqlite3_bind_null(statement, index)) }
         let start = buffers.bytes.count
-        value.withUTF8 { buffers.bytes.append(contentsOf: $0) }
+        buffers.bytes.append(contentsOf: text)
         buffers.spans.append(Span(index: index, start: start, count: buffers.bytes.count - start, blob: false))
     }
 
