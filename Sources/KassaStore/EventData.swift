@@ -17,14 +17,6 @@ enum EventData {
     /// SQLite's own default limit on a value: no row holds longer text.
     static let maxTextBytes = 1_000_000_000
 
-    /// The stored form of `utf8`, or nil when it stays text (short, or not worth it).
-    static func compressed(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        guard let bound = storedBound(utf8.count) else { return nil }
-        return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-            count = compress(utf8, into: buffer) ?? 0
-        }.nilIfEmpty
-    }
-
     /// At most how many bytes the stored form of `count` bytes of text takes, or nil when text of
     /// that size stays text.
     static func storedBound(_ count: Int) -> Int? {
@@ -99,8 +91,4 @@ extension RawBinding {
         guard let utf8, let bound = EventData.storedBound(utf8.count),
               utf8.withUnsafeBufferPointer({ text in bind(blobOfAtMost: bound) { EventData.compress(text, into: $0) } }) else { return bind(utf8: utf8) }
     }
-}
-
-private extension Array {
-    var nilIfEmpty: Self? { isEmpty ? nil : self }
 }

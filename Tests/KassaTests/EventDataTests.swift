@@ -192,3 +192,15 @@ struct EventDataTests {
         #expect(kept > 100)
     }
 }
+
+extension EventData {
+    /// The stored form of `utf8` as an array of its own, or nil when it stays text (short, or not
+    /// worth it): the codec alone, as the writer's buffer would hold it.
+    static func compressed(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard let bound = storedBound(utf8.count) else { return nil }
+        let stored = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+            count = compress(utf8, into: buffer) ?? 0
+        }
+        return stored.isEmpty ? nil : stored
+    }
+}
