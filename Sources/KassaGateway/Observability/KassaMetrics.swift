@@ -153,8 +153,8 @@ public final class KassaMetrics: Sendable {
     }
 
     /// A route's and status's two handles under one key of a name and a number: every request
-    /// records here (on the edge thread for the answers it gives itself), and `handle` would hash
-    /// each metric's name and label values, building their arrays, twice a request.
+    /// records here (on the edge thread for the answers it gives itself), and `handle` would make
+    /// the status's text and hash each metric's name and label values, twice a request.
     private func httpSeries(route: String, status: Int) -> HTTPSeries {
         let key = HTTPSeriesKey(route: route, status: status)
         return httpHandles.withLock { series in
