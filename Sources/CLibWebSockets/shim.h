@@ -35,4 +35,34 @@ static inline void kassa_ev_tick_stop(struct ev_loop *loop, ev_timer *timer) {
     free(timer);
 }
 
+/* A prepare watcher: `run(data)` on each pass of the loop, just before libev hands the pass's
+ * descriptor changes to epoll (a watcher started and stopped again before then costs no system call). */
+typedef struct { ev_prepare watcher; void (*run)(void *); void *data; } kassa_ev_prepare;
+static void kassa_ev_prepared(struct ev_loop *loop, ev_prepare *watcher, int revents) {
+    (void)loop; (void)revents;
+    kassa_ev_prepare *prepare = (kassa_ev_prepare *)watcher;
+    prepare->run(prepare->data);
+}
+static inline kassa_ev_prepare *kassa_ev_prepare_start(struct ev_loop *loop, void (*run)(void *), void *data) {
+    kassa_ev_prepare *prepare = (kassa_ev_prepare *)malloc(sizeof(kassa_ev_prepare));
+    ev_prepare_init(&prepare->watcher, kassa_ev_prepared);
+    prepare->run = run;
+    prepare->data = data;
+    ev_prepare_start(loop, &prepare->watcher);
+    return prepare;
+}
+static inline void kassa_ev_prepare_stop(struct ev_loop *loop, kassa_ev_prepare *prepare) {
+    ev_prepare_stop(loop, &prepare->watcher);
+    free(prepare);
+}
+
+/* Services `wsi` as libwebsockets' libev glue does when epoll reports its socket writeable. */
+static inline int kassa_lws_service_writeable(struct lws_context *context, struct lws *wsi) {
+    struct lws_pollfd pollfd;
+    pollfd.fd = lws_get_socket_fd(wsi);
+    pollfd.events = LWS_POLLOUT;
+    pollfd.revents = LWS_POLLOUT;
+    return lws_service_fd(context, &pollfd);
+}
+
 #endif

@@ -55,6 +55,9 @@ extension EdgeServer {
         var addresses: [OpaquePointer: String] = [:]
         var openByAddress: [String: Int] = [:]
         var halfOpenByAddress: [String: Int] = [:]
+        /// Keep-alive connections whose transaction ended in this pass of the loop
+        /// (`finishEndedTransactions`).
+        var endedTransactions: [OpaquePointer] = []
     }
 }
 
@@ -321,6 +324,7 @@ extension EdgeServer {
         if response.abortConnection { return -1 }
         if !writeHTTP(wsi: wsi, response) || response.closeConnection { return -1 }
         if lws_http_transaction_completed(wsi) != 0 { return -1 }
+        if lws_partial_buffered(wsi) == 0 { confined.endedTransactions.append(wsi) }
         // Kept alive: the next request's head has the same deadline, which the heartbeat enforces.
         // libwebsockets has just armed its own keep-alive timeout for the same span, in the one
         // sorted list that holds every connection's timeout: each insertion walks it, so with
@@ -329,6 +333,21 @@ extension EdgeServer {
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
         requestPending(wsi)
         return 0
+    }
+
+    /// Before the loop polls: the writeable pass libwebsockets asks for at the end of each
+    /// keep-alive transaction (`lws_http_transaction_completed` arms POLLOUT) is served now. It
+    /// only disarms POLLOUT again (no header is parsed yet, so no callback runs), and made here,
+    /// before libev hands the pass's changes to epoll, it costs no `epoll_ctl`: without it, each
+    /// request took two, and a wake-up for the writeable socket.
+    func finishEndedTransactions() {
+        guard !confined.endedTransactions.isEmpty, let context else { return }
+        var ended: [OpaquePointer] = []
+        swap(&ended, &confined.endedTransactions)
+        // Each still open (one served before it may have been closed).
+        for wsi in ended where confined.addresses[wsi] != nil { _ = kassa_lws_service_writeable(context, wsi) }
+        ended.removeAll(keepingCapacity: true)
+        if confined.endedTransactions.isEmpty { swap(&ended, &confined.endedTransactions) }
     }
 
     /// Writes the status line, headers and body in one `lws_write`, so one `send` (HTTP/1.1 only:
@@ -520,6 +539,7 @@ extension EdgeServer {
 
     private func connectionClosed(_ wsi: OpaquePointer) {
         requestDone(wsi)
+        confined.endedTransactions.removeAll { $0 == wsi }
         guard let address = confined.addresses.removeValue(forKey: wsi) else { return }
         let left = confined.openByAddress[address, default: 1] - 1
         confined.openByAddress[address] = left > 0 ? left : nil

@@ -20,6 +20,9 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     /// Posters waking the service thread outside the lock: the context is destroyed only once
     /// none is left (they count themselves in under the lock, while the loop is alive).
     private let wakesInFlight = Atomic<Int>(0)
+    /// Passes the loop has made (counted where there is a `beforePoll`): each a wake-up of the
+    /// service thread or a further round of events it found ready.
+    let passes = Atomic<Int>(0)
     /// The service thread's pthread id once it runs (0 before).
     private let serviceThread = Atomic<UInt>(0)
     private(set) var context: OpaquePointer?
@@ -50,20 +53,28 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
     }
 
     /// Starts the service thread for `context`; `teardown` runs on it after the context is destroyed.
-    func start(_ context: OpaquePointer, name: String, teardown: @escaping @Sendable () -> Void) {
+    /// `beforePoll` runs on it on each pass of the loop, after the pass's callbacks and before the
+    /// loop tells epoll what they changed.
+    func start(_ context: OpaquePointer, name: String, beforePoll: (@Sendable () -> Void)? = nil,
+               teardown: @escaping @Sendable () -> Void) {
         self.context = context
         started = true
         let thread = Thread.named(name) { [self] in
             guard let context = self.context else { return }
             serviceThread.store(UInt(pthread_self()), ordering: .releasing)
             nonBlocking.markCurrentThread()
+            let hook = beforePoll.map { run in BeforePoll { self.passes.add(1, ordering: .relaxed); run() } }
             if let eventLoop {
                 let tick = kassa_ev_tick_start(eventLoop, context, 0.1)
+                let prepare = hook.map { kassa_ev_prepare_start(eventLoop, kassaBeforePoll, Unmanaged.passUnretained($0).toOpaque()) }
                 kassa_ev_run(eventLoop)
+                if let prepare { kassa_ev_prepare_stop(eventLoop, prepare) }
+                withExtendedLifetime(hook) {}
                 kassa_ev_tick_stop(eventLoop, tick)
             } else {
                 while !exitRequested.load(ordering: .acquiring) {
                     if lws_service(context, 0) < 0 { break }
+                    hook?.run()
                 }
             }
             outbox.withLock { $0.alive = false }
@@ -130,6 +141,17 @@ final class ServiceLoop<Command: Sendable>: @unchecked Sendable {
         let context = self.context
         outbox.withLock { box in if box.alive, let context { lws_cancel_service(context) } }
     }
+}
+
+/// A loop's `beforePoll` action, boxed for libev's prepare watcher (a C callback cannot capture).
+private final class BeforePoll {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+private func kassaBeforePoll(_ data: UnsafeMutableRawPointer?) {
+    guard let data else { return }
+    Unmanaged<BeforePoll>.fromOpaque(data).takeUnretainedValue().run()
 }
 
 /// The object a libwebsockets context was created for (its `user` pointer): how the

@@ -237,6 +237,31 @@ struct EdgeHTTPTests {
         #expect(statuses == [200, 200, 200, 200])
     }
 
+    @Test("the writeable pass libwebsockets asks for at the end of a kept-alive transaction is served before the loop polls, not in a pass of its own")
+    func keptAliveWriteablePassServedBeforePoll() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let socket = try RawSocket(port: port)
+        let get = "GET /now HTTP/1.1\r\nHost: x\r\n\r\n"
+        let first = try await onThread { () -> Int in
+            try socket.send(get)
+            return socket.readHTTPResponse()?.status ?? 0
+        }
+        #expect(first == 200)
+        let before = server.loop.passes.load(ordering: .relaxed)
+        let started = ContinuousClock.now
+        let statuses: [Int] = try await onThread {
+            (0..<100).map { _ in (try? socket.send(get)).flatMap { socket.readHTTPResponse()?.status } ?? 0 }
+        }
+        let passes = server.loop.passes.load(ordering: .relaxed) - before
+        #expect(statuses == Array(repeating: 200, count: 100))
+        // Each request: the pass that reads and answers it, and libwebsockets' idle pass after it
+        // (plus the loop's 0.1 s tick). With the writeable pass left to epoll, three.
+        let ticks = Int(started.duration(to: .now) / .milliseconds(100)) + 5
+        #expect(passes <= 200 + ticks, "\(passes) passes of the loop for 100 requests")
+    }
+
     @Test("a kept-alive connection with no next request is closed at the request timeout")
     func idleKeepAliveClosed() async throws {
         let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }

@@ -28,6 +28,11 @@ final class TestEdgeHandler: EdgeHandler {
 
     func releaseHeld() { heldReleaseContinuation.yield() }
 
+    /// `/now` is answered on the service thread, inside the request's own callback.
+    func respondNow(to request: HTTPRequest) -> HTTPResponse? {
+        request.path == "/now" ? .text("now") : nil
+    }
+
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         switch request.path {
         case "/fast":
