@@ -34,8 +34,21 @@ public struct PathPattern: Sendable, CustomStringConvertible {
         let isRoot: Bool
 
         init(_ path: String) {
-            parts = path.split(separator: "/", omittingEmptySubsequences: true)
-            trailingSlash = path.utf8.last == UInt8(ascii: "/")
+            // Cut on the UTF-8 bytes ("/" is ASCII): a split by Characters walked each path's
+            // graphemes, twice for every WebSocket upgrade.
+            var path = path
+            let runs = path.withUTF8 { bytes -> [Range<Int>] in
+                var runs: [Range<Int>] = [], start = 0
+                for (offset, byte) in bytes.enumerated() where byte == UInt8(ascii: "/") {
+                    if offset > start { runs.append(start..<offset) }
+                    start = offset + 1
+                }
+                if bytes.count > start { runs.append(start..<bytes.count) }
+                return runs
+            }
+            let utf8 = path.utf8
+            parts = runs.map { Substring(utf8[utf8.index(utf8.startIndex, offsetBy: $0.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: $0.upperBound)]) }
+            trailingSlash = utf8.last == UInt8(ascii: "/")
             isRoot = path == "/"
         }
     }

@@ -1,4 +1,4 @@
-import KassaCore
+@testable import KassaCore
 import KassaEdge
 import Testing
 
@@ -288,6 +288,11 @@ struct RouterTests {
         // Literal segments compare as bytes: a path that only looks the same is another path.
         #expect(PathPattern("/caf\u{E9}/{id}").match("/cafe\u{301}/1") == nil)
         #expect(PathPattern("/caf\u{E9}/{id}").match("/caf\u{E9}/1") == ["id": "1"])
+        // Segments are cut at each "/" byte, empty ones left out; a parameter keeps its bytes whole.
+        #expect(PathPattern("/caf\u{E9}/{id}").match("//caf\u{E9}///\u{E9}t\u{E9}") == ["id": "\u{E9}t\u{E9}"])
+        #expect(PathPattern("/v1/{id}/{op}").match("/v1/\u{301}a/b\u{1F600}") == ["id": "\u{301}a", "op": "b\u{1F600}"])
+        #expect(PathPattern("/v1/{id}").match("/v1/a/") == nil && PathPattern("/v1/{id}").match("/v1//") == nil)
+        #expect(PathPattern("/{a}/{b}").match("/x/y/z") == nil && PathPattern("/{a}/{b}").match("/x") == nil)
     }
 
     @Test("a path looked up whole answers as the scan would: table order, HEAD after GET, 405 for another method")
@@ -392,6 +397,26 @@ struct TokenTests {
     func oldFormat() {
         let old = "0123456789abcdef0123456789abcdef.eyJzIjoiYWJjIn0.5f2b9c0e1d"
         #expect(SessionToken.header(old) == nil)
+    }
+
+    @Test("a token's header is read only from exactly four dot-separated parts of the current shape")
+    func tokenShape() throws {
+        let keys = try TokenKeys(secrets: [Self.secret])
+        let token = SessionToken.issue(sessionID: "abc123", href: Self.href, expiresAt: 2_000_000_000, keys: keys)
+        let id = keys.sealing.id
+        #expect(SessionToken.header(token) == SessionToken.Header(keyID: id, expiresAt: 2_000_000_000))
+        let sealed = String(token.split(separator: ".")[3])
+        #expect(SessionToken.parts(token).map { String(Substring($0.head)) } == "kt1.\(id).2000000000")
+        #expect(SessionToken.parts(token).map { String(Substring($0.sealed)) } == sealed)
+        #expect(SessionToken.header("kt1.\(id).0.x") == SessionToken.Header(keyID: id, expiresAt: 0))
+        #expect(SessionToken.header("kt1.\(id).999999999999.") == SessionToken.Header(keyID: id, expiresAt: 999_999_999_999), "an empty sealed part is still a shape")
+        for bad in ["", ".", "...", "kt1.\(id).2000000000", "kt1.\(id).2000000000.\(sealed).more", "kt2.\(id).2000000000.\(sealed)",
+                    "kt1.\(id)0.2000000000.\(sealed)", "kt1.\(id.dropLast()).2000000000.\(sealed)", "kt1.\(id).20000x0000.\(sealed)",
+                    "kt1.\(id).-2000000000.\(sealed)", "kt1.\(id).1000000000000.\(sealed)", "kt1.\(id)..\(sealed)",
+                    "kt1.\(id).2000000000.\(String(repeating: "A", count: 8193))", "kt1.\(id.dropLast())é.2000000000.\(sealed)",
+                    ".kt1.\(id).2000000000.\(sealed)"] {
+            #expect(SessionToken.header(bad) == nil, "\(bad.prefix(40))")
+        }
     }
 }
 
