@@ -1,6 +1,7 @@
 import Foundation
 import KassaCore
 import KassaUpstream
+import Logging
 import Testing
 @testable import kassa
 
@@ -86,6 +87,29 @@ struct ObservabilityTests {
         #expect(sessionLines.allSatisfy { TraceContext.isTraceID($0["trace_id"]?.stringValue ?? "") })
         #expect(!t.logs.text.contains(session.token))
         await t.stop()
+    }
+
+    @Test("at the info level a payment's log lines are its end, not each phase on the way; at debug, every phase")
+    func sessionPhaseLines() async throws {
+        for level in [Logger.Level.info, .debug] {
+            let t = try TestNode(logLevel: level)
+            let (session, stream) = try await t.sessions.fetched()
+            try await stream.send(["id": "1", "type": "attempt", "instrument": ["type": "CreditCard", "paymentToken": "sim-card-frictionless"]])
+            _ = try await stream.event(PushType.paymentSessionComplete)
+            stream.connection.close()
+            await t.stop()
+            let lines: [JSONValue] = t.logs.text.split(separator: "\n").compactMap { try? JSONValue.parse(String($0)) }
+            var phases: [String] = []
+            for line in lines where line["session_id"]?.stringValue == session.id {
+                guard let message = line["message"]?.stringValue, message.hasPrefix("session ") else { continue }
+                phases.append((line["level"]?.stringValue ?? "") + " " + message)
+            }
+            if level == .info {
+                #expect(phases == ["info session completed"])
+            } else {
+                #expect(phases == ["debug session awaitingInstrument", "debug session attempting", "info session completed"])
+            }
+        }
     }
 
     @Test("the circuit breaker opens after repeated failures, fails fast, and closes after a good trial")

@@ -25,12 +25,13 @@ struct TestNode {
 
     /// With no `upstreamURL` the node runs its embedded simulator.
     init(upstreamURL: String = "", upstreamTimeoutMs: Int = 10_000, directory: TempDirectory? = nil, clock: any WallClock = SystemClock(),
+         logLevel: Logger.Level = .debug,
          configure: (inout GatewayConfiguration) -> Void = { _ in },
          edge configureEdge: (inout EdgeConfiguration) -> Void = { _ in }) throws {
         dir = directory ?? TempDirectory()
         logs = LogSink(capturing: true)
         let sink = logs
-        let logger = Logger(label: "kassa") { label in JSONLogHandler(label: label, level: .debug, sink: sink) }
+        let logger = Logger(label: "kassa") { label in JSONLogHandler(label: label, level: logLevel, sink: sink) }
         var gateway = GatewayConfiguration(apiKeys: ["test-key", "second-key"], adminToken: "test-admin",
                                            upstreamURL: upstreamURL, upstreamToken: upstreamURL.isEmpty ? "" : "upstream-secret",
                                            upstreamTimeoutMs: upstreamTimeoutMs, appleAppIDs: ["TEAMID.com.example.app"],

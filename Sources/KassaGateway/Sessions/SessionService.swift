@@ -338,9 +338,13 @@ final class SessionService: SessionEnvironment {
         let now = nowMs()
         store.eventLog.update(.init(id: id, phase: phase.rawValue, atMs: now))
         if phase.isTerminal { registry.ended(id, dueMs: now + Int64(configuration.endedSessionMemorySeconds * 1000)) }
-        if let from {
+        // A session's end or failure is an info line; the phases on the way are debug lines, like
+        // the access log's (each is a `state.transition` event in the log support reads): three
+        // info lines a payment were most of the standard output at load.
+        let level: Logger.Level = phase.isTerminal || phase == .failed ? .info : .debug
+        if let from, logger.logLevel <= level {
             let metadata: Logger.Metadata = ["session_id": "\(id)", "trace_id": "\(traceID)", "from": "\(from.rawValue)", "to": "\(phase.rawValue)"]
-            logger.info("session \(phase.rawValue)", metadata: metadata.merging(telemetry.logMetadata(root)) { $1 })
+            logger.log(level: level, "session \(phase.rawValue)", metadata: metadata.merging(telemetry.logMetadata(root)) { $1 })
         }
     }
 
