@@ -88,6 +88,8 @@ public final class EventLog: Sendable {
         var waiters: [Waiter] = []
         var lastError: String?
         var batches: UInt64 = 0
+        /// The time of the last event queued (or, at start, stored): no later event is stamped before it.
+        var lastAtMs: Int64 = .min
         /// Set when a close ran out of time: the writer stops at its next failure.
         var givingUp = false
         /// The writer is running completions it took from `waiters`: one given meanwhile waits its
@@ -118,6 +120,8 @@ public final class EventLog: Sendable {
 
     init(pool: DatabasePool) {
         self.database = pool
+        let lastStored = try? pool.read { db in try Int64.fetchOne(db, sql: "SELECT at_ms FROM events ORDER BY id DESC LIMIT 1") }
+        queue.withLock { $0.lastAtMs = (lastStored ?? nil) ?? .min }
         Thread.named("kassa-eventlog") { [self] in writerLoop() }.start()
     }
 
@@ -177,9 +181,14 @@ public final class EventLog: Sendable {
         var event = event
         event.summary = Redaction.redactText(event.summary)
         event.data = nil
-        let pending = Pending(event: event, data: data)
         let full = queue.withLock { q -> Bool in
-            q.events.append(pending)
+            // Times never go back along the log, so a window of time is a range of ids
+            // (`firstID(atOrAfterMs:)`) and the table keeps no index on time. An event stamped
+            // before the one queued ahead of it (a session's creation, stamped before the wait for
+            // its row's commit) takes that one's time.
+            event.atMs = max(event.atMs, q.lastAtMs)
+            q.lastAtMs = event.atMs
+            q.events.append(Pending(event: event, data: data))
             q.appended += 1
             return q.events.count == Self.maxBatch
         }
@@ -519,17 +528,48 @@ public final class EventLog: Sendable {
     /// Events matching the filters, oldest first, at most `limit`.
     public func events(sessionID: String? = nil, fromMs: Int64? = nil, toMs: Int64? = nil,
                        afterID: Int64? = nil, limit: Int = 1_000) throws -> [LogEvent] {
-        var clauses: [String] = []
-        var arguments: StatementArguments = []
-        if let sessionID { clauses.append("id IN (\(Self.sessionEventIDs))"); arguments += [sessionID, sessionID] }
-        if let fromMs { clauses.append("at_ms >= ?"); arguments += [fromMs] }
-        if let toMs { clauses.append("at_ms < ?"); arguments += [toMs] }
-        if let afterID { clauses.append("id > ?"); arguments += [afterID] }
-        let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
-        arguments += [limit]
-        return try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
+        try pool.read { db in
+            var clauses: [String] = []
+            var arguments: StatementArguments = []
+            if let sessionID { clauses.append("id IN (\(Self.sessionEventIDs))"); arguments += [sessionID, sessionID] }
+            try Self.timeWindow(fromMs: fromMs, toMs: toMs, db, into: &clauses, &arguments)
+            if let afterID { clauses.append("id > ?"); arguments += [afterID] }
+            let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+            arguments += [limit]
+            return try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
                 .map(Self.event(from:))
+        }
+    }
+
+    /// The smallest id from which on every event is at or after `ms` (one past the last id when
+    /// none is). Event times never go back as ids grow (see `enqueue`), so this is a binary search
+    /// over the ids, each step one seek in the table.
+    static func firstID(atOrAfterMs ms: Int64, _ db: Database) throws -> Int64 {
+        guard let ends = try Row.fetchOne(db, sql: "SELECT min(id), max(id) FROM events"),
+              let first = ends[0] as Int64?, let last = ends[1] as Int64? else { return 0 }
+        let probe = try db.cachedStatement(sql: "SELECT id, at_ms FROM events WHERE id >= ? ORDER BY id LIMIT 1")
+        var low = first, high = last + 1   // the answer lies in low...high
+        while low < high {
+            let middle = low + (high - low) / 2
+            // There is one: the last event's id is at least `middle`.
+            guard let row = try Row.fetchOne(probe, arguments: [middle]) else { high = middle; continue }
+            if (row[1] as Int64) >= ms { high = middle } else { low = (row[0] as Int64) + 1 }
+        }
+        return low
+    }
+
+    /// The conditions for events at or after `fromMs` and before `toMs`: ranges of ids, which the
+    /// table walks from the right place, and the times themselves, which only matter for events
+    /// stored before times were kept in order (a session's creation could be some ms behind).
+    static func timeWindow(fromMs: Int64?, toMs: Int64?, _ db: Database,
+                           into clauses: inout [String], _ arguments: inout StatementArguments) throws {
+        if let fromMs {
+            clauses.append("id >= ? AND at_ms >= ?")
+            arguments += [try firstID(atOrAfterMs: fromMs, db), fromMs]
+        }
+        if let toMs {
+            clauses.append("id < ? AND at_ms < ?")
+            arguments += [try firstID(atOrAfterMs: toMs, db), toMs]
         }
     }
 

@@ -8,7 +8,8 @@ enum Migrations {
     static let names = ["v1-events", "v2-payment-orders", "v3-sessions", "v4-session-search", "v5-payment-order-version",
                         "v6-session-client-device", "v7-session-public-base",
                         "v8-idempotency-request", "v9-idempotency-redacted", "v10-session-root-span",
-                        "v11-idempotency-by-time", "v12-session-events-deferred"]
+                        "v11-idempotency-by-time", "v12-session-events-deferred",
+                        "v13-events-time-by-id"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -133,6 +134,12 @@ enum Migrations {
                     DELETE FROM session_events WHERE session_id = old.session_id AND event_id = old.id;
                 END;
                 """)
+        }
+        migrator.registerMigration("v13-events-time-by-id") { db in
+            // Event times no longer go back along the log (`EventLog.enqueue`), so a window of time
+            // is found by a binary search over ids. The index on time rebalanced its rightmost
+            // leaves with their siblings on every commit: ≈ 2.4 of a commit's ≈ 23 WAL frames.
+            try db.execute(sql: "DROP INDEX events_by_time")
         }
         return migrator
     }

@@ -29,6 +29,43 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("event times never go back along the log, also after a restart; a window of time is a range of ids, found across gaps")
+    func timesInIDOrder() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("k.sqlite")
+        var store = try Store.open(path: path)
+        // 2 000 at 1 000…2 999, every tenth stamped 50 ms early (as a session's creation is, stamped before its row's commit).
+        for i in 0..<2_000 {
+            store.eventLog.append(LogEvent(atMs: Int64(1_000 + i - (i % 10 == 9 ? 50 : 0)), kind: "test", summary: "e\(i)"))
+        }
+        await store.eventLog.flush()
+        let stored = try await store.pool.read { db in try Int64.fetchAll(db, sql: "SELECT at_ms FROM events ORDER BY id") }
+        #expect(stored.count == 2_000)
+        #expect(zip(stored, stored.dropFirst()).allSatisfy { $0 <= $1 }, "times went back")
+        #expect(stored[9] == 1_008 && stored[10] == 1_010, "a late event takes the time of the one before it: \(stored[8...10])")
+        #expect(try await store.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'events_by_time'")
+        } == 0)
+        // Holes in the ids (the oldest and some in the middle deleted), then windows against a scan.
+        try await store.pool.write { db in try db.execute(sql: "DELETE FROM events WHERE id <= 5 OR id BETWEEN 700 AND 1300 OR id % 7 = 0") }
+        let all = try store.eventLog.events(limit: 5_000)
+        for (from, to) in [(0, 5_000), (1_000, 1_011), (1_008, 1_009), (1_600, 2_400), (1_650, 1_700), (2_998, 3_000), (2_999, 2_999), (5_000, 6_000)] {
+            let expected = all.filter { $0.atMs >= from && $0.atMs < to }.map(\.summary)
+            #expect(try store.eventLog.events(fromMs: Int64(from), toMs: Int64(to), limit: 5_000).map(\.summary) == expected, "\(from)..<\(to)")
+            var query = Store.EventQuery()
+            (query.fromMs, query.toMs, query.limit) = (Int64(from), Int64(to), 5_000)
+            #expect(try store.searchEvents(query).map(\.summary) == expected, "\(from)..<\(to)")
+        }
+        await store.close()
+        // A restart keeps the floor: an event stamped before the last one stored takes its time.
+        store = try Store.open(path: path)
+        store.eventLog.append(LogEvent(atMs: 500, kind: "test", summary: "after the restart"))
+        await store.eventLog.flush()
+        #expect(try store.eventLog.events(afterID: 2_000).map(\.atMs) == [stored.last ?? -1])
+        await store.close()
+    }
+
     @Test("a session's events are found once each, before and after the writer files them in session_events; a deleted event leaves it")
     func sessionEventsFiledLater() async throws {
         let dir = TempDirectory()
@@ -290,8 +327,9 @@ struct StoreTests {
         let full = LogEvent(atMs: Int64.max, sessionID: "s-å", seq: Int64.min, kind: "test.full", level: .error, summary: "",
                             durationMs: 0.125, status: Int.max, traceID: "", data: ["text": "Grüße, 東京"])
         let bare = LogEvent(atMs: Int64.min, kind: "", summary: "bare")
-        store.eventLog.append(full)
+        // The earliest time first: a time before the one logged ahead of it would take that one's.
         store.eventLog.append(bare)
+        store.eventLog.append(full)
         await store.eventLog.flush()
         let rows = try await store.pool.read { db in
             try Row.fetchAll(db, sql: """
@@ -300,7 +338,7 @@ struct StoreTests {
                 """)
         }
         #expect(rows.count == 2)
-        let (f, b) = (Array(rows[0].databaseValues), Array(rows[1].databaseValues))
+        let (b, f) = (Array(rows[0].databaseValues), Array(rows[1].databaseValues))
         let expectedFull: [DatabaseValueConvertible?] = [Int64.max, "s-å", Int64.min, "test.full", "error", "", 0.125, Int64(Int.max), "",
                                                          #"{"text":"Grüße, 東京"}"#, "text", "text", "text", "text"]
         let expectedBare: [DatabaseValueConvertible?] = [Int64.min, nil, nil, "", "info", "bare", nil, nil, nil, nil, "text", "null", "null", "null"]
