@@ -3,8 +3,9 @@ import GRDBSQLite
 import Synchronization
 
 /// One execution of a prepared statement that returns no rows, its parameters bound in order
-/// through SQLite's own calls. For the writer's statements that run several times a flow (an
-/// event's insert, a session's phase); everything else goes through GRDB's arguments.
+/// through SQLite's own calls. For the writer's statements that run once or more a flow (an
+/// event's insert, a session's row and phase, a payment order's row); everything else goes
+/// through GRDB's arguments.
 ///
 /// Text and blobs are copied into one buffer and bound in place when the statement runs
 /// (`SQLITE_STATIC`). With `SQLITE_TRANSIENT` SQLite made a copy of its own of each, an allocation

@@ -68,14 +68,30 @@ extension Store {
         try eventLog.writeBehindGate { db in try Self.insert(s, db) }
     }
 
+    static let insertSessionSQL = """
+        INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
+                             trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url, root_span_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Bound through SQLite's own calls, as the events are: one a flow, on the writer thread.
     static func insert(_ s: SessionRecord, _ db: Database) throws {
-        try db.cachedStatement(sql: """
-                INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
-                                     trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url, root_span_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [s.id, s.clientTokenSHA256, s.viewHref, s.payeeReference, s.paymentOrderID, s.phase, s.createdAtMs,
-                                  s.updatedAtMs, s.traceID, s.msisdnSuffix, s.lastProblemType, s.clientDeviceSealed,
-                                  s.publicBaseURL, s.rootSpanID])
+        var binding = RawBinding(try db.cachedStatement(sql: insertSessionSQL).sqliteStatement)
+        binding.bind(s.id)
+        binding.bind(s.clientTokenSHA256)
+        binding.bind(s.viewHref)
+        binding.bind(s.payeeReference)
+        binding.bind(s.paymentOrderID)
+        binding.bind(s.phase)
+        binding.bind(s.createdAtMs)
+        binding.bind(s.updatedAtMs)
+        binding.bind(s.traceID)
+        binding.bind(s.msisdnSuffix)
+        binding.bind(s.lastProblemType)
+        binding.bind(s.clientDeviceSealed)
+        binding.bind(s.publicBaseURL)
+        binding.bind(s.rootSpanID)
+        try binding.step(db, sql: insertSessionSQL)
     }
 
     public func session(id: String) throws -> SessionRecord? {

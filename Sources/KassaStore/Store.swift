@@ -200,13 +200,22 @@ extension Store {
         try await committed("payment order \(payeeReference)", within: within)
     }
 
+    static let upsertPaymentOrderSQL = """
+        INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
+        VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
+            setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version
+        """
+
+    /// Bound through SQLite's own calls, as the events are: one a flow, on the writer thread.
     static func upsert(_ order: PaymentOrderRecord, _ db: Database) throws {
-        try db.cachedStatement(sql: """
-            INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
-            VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
-                setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version
-            """).execute(arguments: [order.payeeReference, order.paymentOrderID, order.setInstrumentHref, order.apiVersion, order.createdAtMs])
+        var binding = RawBinding(try db.cachedStatement(sql: upsertPaymentOrderSQL).sqliteStatement)
+        binding.bind(order.payeeReference)
+        binding.bind(order.paymentOrderID)
+        binding.bind(order.setInstrumentHref)
+        binding.bind(order.apiVersion)
+        binding.bind(order.createdAtMs)
+        try binding.step(db, sql: upsertPaymentOrderSQL)
     }
 
     public func paymentOrder(payeeReference: String) throws -> PaymentOrderRecord? {

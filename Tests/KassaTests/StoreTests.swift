@@ -347,6 +347,31 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("a session's and a payment order's rows are stored as given, absent values as NULL; a second order with the same payee reference updates the first")
+    func sessionAndOrderRowsRoundTrip() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let full = Store.SessionRecord(id: "s-full", clientTokenSHA256: "ab", viewHref: "sealed:1", payeeReference: "p-1",
+                                       paymentOrderID: "/psp/paymentorders/1", phase: "starting", createdAtMs: Int64.min,
+                                       updatedAtMs: Int64.max, traceID: "t", msisdnSuffix: "1234", lastProblemType: "",
+                                       clientDeviceSealed: "sealed:2", publicBaseURL: "https://kassa.example", rootSpanID: "r")
+        let bare = Store.SessionRecord(id: "s-bare", clientTokenSHA256: "", viewHref: "v", payeeReference: nil, paymentOrderID: nil,
+                                       phase: "starting", createdAtMs: 0, updatedAtMs: 0)
+        try await store.insertSession(full)
+        try await store.insertSession(bare)
+        #expect(try store.session(id: "s-full") == full)
+        #expect(try store.session(id: "s-bare") == bare)
+        #expect(try await store.pool.read { db in try String.fetchOne(db, sql: "SELECT typeof(last_problem_type) || typeof(trace_id) FROM sessions WHERE id = 's-bare'") } == "nullnull")
+        try await store.recordPaymentOrder(payeeReference: "p-1", paymentOrderID: nil, atMs: 5)
+        try await store.recordPaymentOrder(payeeReference: "p-1", paymentOrderID: "/psp/paymentorders/1", setInstrumentHref: "h",
+                                           apiVersion: "3.1", atMs: 9)
+        #expect(try store.paymentOrder(payeeReference: "p-1")
+                == Store.PaymentOrderRecord(payeeReference: "p-1", paymentOrderID: "/psp/paymentorders/1", setInstrumentHref: "h",
+                                            apiVersion: "3.1", createdAtMs: 5))
+        await store.close()
+    }
+
     @Test("pushed events replay in seq order after a given seq")
     func replayBySeq() async throws {
         let dir = TempDirectory()
