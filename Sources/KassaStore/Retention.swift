@@ -14,6 +14,8 @@ public struct Retention: Sendable, Equatable {
         self.intervalSeconds = intervalSeconds
     }
 
+    /// The phases a session ends in: the session machine's terminal phases (a test holds the two
+    /// to each other), and the condition of the index of sessions in progress (`Store.unfinished`).
     public static let endedPhases = ["completed", "canceled", "ended"]
 
     /// Events deleted per transaction when trimming to size, and the pause after each: a

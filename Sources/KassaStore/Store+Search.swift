@@ -80,7 +80,12 @@ extension Store {
         if let v = q.payeeReference { clauses.append("payee_reference = ?"); arguments += [v] }
         if let v = q.paymentOrderID { clauses.append("payment_order_id = ?"); arguments += [v] }
         if let v = q.msisdnSuffix { clauses.append("msisdn_suffix = ?"); arguments += [v] }
-        if let v = q.phase { clauses.append("phase = ?"); arguments += [v] }
+        if let v = q.phase {
+            clauses.append("phase = ?")
+            arguments += [v]
+            // A phase before the end is found through the sessions in progress alone.
+            if !Retention.endedPhases.contains(v) { clauses.append(Self.unfinished) }
+        }
         if let v = q.problemType { clauses.append("last_problem_type = ?"); arguments += [v] }
         if let v = q.fromMs { clauses.append("created_at_ms >= ?"); arguments += [v] }
         if let v = q.toMs { clauses.append("created_at_ms < ?"); arguments += [v] }

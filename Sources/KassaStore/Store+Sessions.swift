@@ -99,13 +99,15 @@ extension Store {
     }
 
     /// Sessions not yet ended, oldest first: what a restart picks up.
-    public func unfinishedSessions(terminalPhases: [String]) throws -> [SessionRecord] {
+    public func unfinishedSessions() throws -> [SessionRecord] {
         try pool.read { db in
-            let marks = terminalPhases.map { _ in "?" }.joined(separator: ",")
-            return try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE phase NOT IN (\(marks)) ORDER BY created_at_ms",
-                                    arguments: StatementArguments(terminalPhases)).map(SessionRecord.init(row:))
+            try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE \(Self.unfinished) ORDER BY created_at_ms").map(SessionRecord.init(row:))
         }
     }
+
+    /// The condition of the partial index `sessions_unfinished` (v14), written out: SQLite uses
+    /// that index only for a query whose terms imply it, which a list of bound values does not.
+    static let unfinished = "phase NOT IN (" + Retention.endedPhases.map { "'\($0)'" }.joined(separator: ", ") + ")"
 
     /// Seals the upstream URLs of rows written before they were sealed (at start-up).
     @discardableResult

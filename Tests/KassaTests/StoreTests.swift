@@ -372,6 +372,39 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("sessions in progress are found through their own small index, at a restart and by a search for their phase; ended phases are the machine's terminal ones")
+    func unfinishedSessionsIndex() async throws {
+        #expect(Retention.endedPhases == PaymentSessionMachine.Phase.allCases.filter(\.isTerminal).map(\.rawValue))
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let phases = PaymentSessionMachine.Phase.allCases.map(\.rawValue)
+        for i in 0..<90 {
+            try await store.insertSession(Store.SessionRecord(id: "s\(1_000 + i)", clientTokenSHA256: "", viewHref: "v", payeeReference: nil,
+                                                              paymentOrderID: nil, phase: "starting", createdAtMs: Int64(i), updatedAtMs: Int64(i)))
+            store.eventLog.update(.init(id: "s\(1_000 + i)", phase: phases[i % phases.count], atMs: Int64(i)))
+        }
+        await store.eventLog.flush()
+        let unfinished = try store.unfinishedSessions()
+        #expect(unfinished.map(\.createdAtMs) == (0..<90).filter { !Retention.endedPhases.contains(phases[$0 % phases.count]) }.map(Int64.init))
+        for phase in ["failed", "completed", "attempting"] {
+            var query = Store.SessionQuery()
+            (query.phase, query.limit) = (phase, 100)
+            #expect(try store.searchSessions(query).map(\.createdAtMs)
+                    == (0..<90).reversed().filter { phases[$0 % phases.count] == phase }.map(Int64.init), "\(phase)")
+        }
+        // The plans: the restart's query and a search for a phase in progress walk the small index.
+        let searchSQL = "SELECT * FROM sessions WHERE phase = ? AND \(Store.unfinished) ORDER BY created_at_ms DESC, id DESC LIMIT ?"
+        for (sql, count) in [("SELECT * FROM sessions WHERE \(Store.unfinished) ORDER BY created_at_ms", 0), (searchSQL, 2)] {
+            let plan = try await store.pool.read { db in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(Array(repeating: "failed", count: count)))
+                    .map { $0["detail"] as String }
+            }
+            #expect(plan.contains { $0.contains("sessions_unfinished") }, "\(sql): \(plan)")
+        }
+        await store.close()
+    }
+
     @Test("pushed events replay in seq order after a given seq")
     func replayBySeq() async throws {
         let dir = TempDirectory()

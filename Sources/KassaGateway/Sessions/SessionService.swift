@@ -253,8 +253,7 @@ final class SessionService: SessionEnvironment {
     /// Picks up the sessions a previous run left unfinished and re-reads them upstream.
     func recover() {
         _ = try? store.sealPlainViewHrefs { href, id in sealed(href: href, id: id) }
-        let terminal = [PaymentSessionMachine.Phase.completed, .canceled, .ended].map(\.rawValue)
-        guard let records = try? store.unfinishedSessions(terminalPhases: terminal) else { return }
+        guard let records = try? store.unfinishedSessions() else { return }
         for record in records where registry.session(record.id) == nil {
             let href = storedHref(record)
             guard swedbankPay.isAllowed(href) else {
