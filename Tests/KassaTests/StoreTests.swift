@@ -372,7 +372,7 @@ struct StoreTests {
         await store.close()
     }
 
-    @Test("sessions in progress are found through their own small index, at a restart and by a search for their phase; ended phases are the machine's terminal ones")
+    @Test("sessions in progress are found through their own small index, at a restart and by a search for their phase; ended phases are the machine's terminal ones; the MSISDN index holds only sessions with one")
     func unfinishedSessionsIndex() async throws {
         #expect(Retention.endedPhases == PaymentSessionMachine.Phase.allCases.filter(\.isTerminal).map(\.rawValue))
         let dir = TempDirectory()
@@ -393,15 +393,21 @@ struct StoreTests {
             #expect(try store.searchSessions(query).map(\.createdAtMs)
                     == (0..<90).reversed().filter { phases[$0 % phases.count] == phase }.map(Int64.init), "\(phase)")
         }
-        // The plans: the restart's query and a search for a phase in progress walk the small index.
-        let searchSQL = "SELECT * FROM sessions WHERE phase = ? AND \(Store.unfinished) ORDER BY created_at_ms DESC, id DESC LIMIT ?"
-        for (sql, count) in [("SELECT * FROM sessions WHERE \(Store.unfinished) ORDER BY created_at_ms", 0), (searchSQL, 2)] {
+        // The plans: the restart's query and a search for a phase in progress walk the small index;
+        // a search by MSISDN suffix uses its index, which holds only the sessions that have one.
+        let newestFirst = "ORDER BY created_at_ms DESC, id DESC LIMIT ?"
+        for (sql, count, index) in [("SELECT * FROM sessions WHERE \(Store.unfinished) ORDER BY created_at_ms", 0, "sessions_unfinished"),
+                                    ("SELECT * FROM sessions WHERE phase = ? AND \(Store.unfinished) \(newestFirst)", 2, "sessions_unfinished"),
+                                    ("SELECT * FROM sessions WHERE msisdn_suffix = ? \(newestFirst)", 2, "sessions_by_msisdn_suffix")] {
             let plan = try await store.pool.read { db in
-                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(Array(repeating: "failed", count: count)))
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(Array(repeating: "1234", count: count)))
                     .map { $0["detail"] as String }
             }
-            #expect(plan.contains { $0.contains("sessions_unfinished") }, "\(sql): \(plan)")
+            #expect(plan.contains { $0.contains(index) }, "\(sql): \(plan)")
         }
+        #expect(try await store.pool.read { db in
+            try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE name = 'sessions_by_msisdn_suffix'")
+        }?.hasSuffix("WHERE msisdn_suffix IS NOT NULL") == true)
         await store.close()
     }
 
