@@ -574,10 +574,12 @@ public final class EventLog: Sendable {
     }
 
     /// A session's pushed events after `seq`, in order: what a reconnecting client replays.
+    /// Found through `session_events` and the events not filed there yet, as a session's other
+    /// events are: read back only after a restart or when the session left memory.
     public func pushedEvents(sessionID: String, afterSeq: Int64) throws -> [LogEvent] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
-                             arguments: [sessionID, afterSeq]).map(Self.event(from:))
+            try Row.fetchAll(db, sql: "SELECT * FROM events WHERE id IN (\(Self.sessionEventIDs)) AND seq > ? ORDER BY seq",
+                             arguments: [sessionID, sessionID, afterSeq]).map(Self.event(from:))
         }
     }
 

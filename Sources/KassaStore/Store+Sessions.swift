@@ -122,11 +122,6 @@ extension Store {
         }
     }
 
-    /// The highest committed push sequence number of a session.
-    public func lastSeq(sessionID: String) throws -> Int64 {
-        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM events WHERE session_id = ?", arguments: [sessionID]) ?? 0 }
-    }
-
     // MARK: Idempotency
 
     public struct StoredAnswer: Sendable, Equatable {

@@ -122,6 +122,9 @@ public final class Store: Sendable {
                 try Migrations.migrator.migrate(pool, upTo: lastMigration)
             } else {
                 try Migrations.migrator.migrate(pool)
+                // The events a previous run committed but did not file in `session_events` yet: the
+                // sessions picked up now read their events without scanning those.
+                try pool.write { db in try EventLog.indexSessionEvents(db) }
             }
         } catch {
             throw StoreError("cannot prepare database \(path): \(Self.reason(error))")

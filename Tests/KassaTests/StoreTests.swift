@@ -415,14 +415,25 @@ struct StoreTests {
     func replayBySeq() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        let store = try Store.open(path: dir.file("k.sqlite"))
+        let path = dir.file("k.sqlite")
+        var store = try Store.open(path: path)
         for seq in 1...5 {
             store.eventLog.append(LogEvent(atMs: 1, sessionID: "s1", seq: Int64(seq), kind: "push.sent", summary: "#\(seq)"))
             store.eventLog.append(LogEvent(atMs: 1, sessionID: "s1", kind: "upstream.request", summary: "unsequenced"))
+            store.eventLog.append(LogEvent(atMs: 1, sessionID: "s2", seq: Int64(seq), kind: "push.sent", summary: "other #\(seq)"))
         }
         await store.eventLog.flush()
-        let replay = try store.eventLog.pushedEvents(sessionID: "s1", afterSeq: 2)
-        #expect(replay.map(\.seq) == [3, 4, 5])
+        // Not filed in `session_events` yet: found among the newest events.
+        #expect(try store.eventLog.pushedEvents(sessionID: "s1", afterSeq: 2).map(\.summary) == ["#3", "#4", "#5"])
+        await store.close()
+        // Reopened: the events left unfiled are filed before anything reads them, and found there.
+        store = try Store.open(path: path)
+        let filed = try await store.pool.read { db in
+            (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM session_events"), try Int64.fetchOne(db, sql: "SELECT upto FROM session_events_indexed"))
+        }
+        #expect(filed.0 == 15 && filed.1 == 15)
+        #expect(try store.eventLog.pushedEvents(sessionID: "s1", afterSeq: 2).map(\.summary) == ["#3", "#4", "#5"])
+        #expect(try store.eventLog.pushedEvents(sessionID: "s2", afterSeq: 0).count == 5)
         await store.close()
     }
 
