@@ -123,8 +123,9 @@ public final class Store: Sendable {
             } else {
                 try Migrations.migrator.migrate(pool)
                 // The events a previous run committed but did not file in `session_events` yet: the
-                // sessions picked up now read their events without scanning those.
-                try pool.write { db in try EventLog.indexSessionEvents(db) }
+                // sessions picked up now read their events without scanning those. A disk that
+                // refuses the write (read-only) leaves them to the writer: readers still find them.
+                try? pool.write { db in try EventLog.indexSessionEvents(db) }
             }
         } catch {
             throw StoreError("cannot prepare database \(path): \(Self.reason(error))")
