@@ -196,12 +196,15 @@ extension Store {
     }
 
     /// Records a payment order with the event log's next batch; returns once it is committed.
-    /// Throws `Store.NotStored` when the disk has not taken it within `within`.
+    /// Throws `Store.NotStored` when the disk has not taken it within `within`. With `waiting`
+    /// false it returns at once: for a caller that waits for a row it queues next (a session's),
+    /// whose commit carries this one too, as the log commits rows in the order they were queued.
     public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, setInstrumentHref: String? = nil,
-                                   apiVersion: String? = nil, atMs: Int64, within: Duration = Store.rowWriteTimeout) async throws {
+                                   apiVersion: String? = nil, atMs: Int64, within: Duration = Store.rowWriteTimeout,
+                                   waiting: Bool = true) async throws {
         eventLog.upsert(paymentOrder: PaymentOrderRecord(payeeReference: payeeReference, paymentOrderID: paymentOrderID,
                                                          setInstrumentHref: setInstrumentHref, apiVersion: apiVersion, createdAtMs: atMs))
-        try await committed("payment order \(payeeReference)", within: within)
+        if waiting { try await committed("payment order \(payeeReference)", within: within) }
     }
 
     static let upsertPaymentOrderSQL = """

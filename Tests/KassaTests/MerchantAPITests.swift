@@ -81,6 +81,20 @@ struct MerchantAPITests {
         await t.stop()
     }
 
+    @Test("a session made from a payment order answers with both rows stored: the session's commit carries the order's")
+    func sessionCarriesOrderRow() async throws {
+        let t = try TestNode()
+        for _ in 0..<5 {
+            let created = try await t.sessions.createResponse(["paymentOrder": SessionClient.order()])
+            #expect(created.status == 201)
+            let id = try #require(try JSONValue.parse(created.body)["id"]?.stringValue)
+            let session = try #require(try t.node.store.session(id: id))
+            let reference = try #require(session.payeeReference)
+            #expect(try t.node.store.paymentOrder(payeeReference: reference)?.paymentOrderID == session.paymentOrderID)
+        }
+        await t.stop()
+    }
+
     @Test("a payment order gets Kassa's payee reference, is stored, and is forwarded")
     func paymentOrders() async throws {
         let t = try TestNode()

@@ -133,6 +133,8 @@ extension MerchantAPI {
     /// Validates a `{"paymentorder": {…}}` document, gives it Kassa's payee
     /// reference, creates it upstream and stores it (seed 000).
     /// `version`: asked for in the media types (nil: the body's productName decides, as the SDKs do).
+    /// `sessionID`: the session it is made for, whose row the caller stores next and waits for:
+    /// that commit carries the order's row too, so it is not waited for on its own.
     func createPaymentOrder(_ input: JSONInput, traceID: String, sessionID: String? = nil,
                             version: PaymentOrderVersion? = nil) async throws -> CreatedPaymentOrder {
         var input = input
@@ -185,7 +187,8 @@ extension MerchantAPI {
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
         do {
             try await store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
-                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue, atMs: clock.nowMs())
+                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue, atMs: clock.nowMs(),
+                                         waiting: sessionID == nil)
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
             throw Problem.internalError("the payment order was created upstream but could not be stored")
