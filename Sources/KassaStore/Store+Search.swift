@@ -189,8 +189,12 @@ extension Store {
     }
 
     /// The span of event ids, oldest to newest: the count of events when only the oldest are
-    /// deleted, read from the ends of the rowid b-tree (a COUNT(*) reads the whole table).
+    /// deleted, read from the ends of the rowid b-tree (a COUNT(*) reads the whole table, and so
+    /// does `max(id) - min(id)` in one SELECT: see `EventLog.idEnds`).
     public func eventIDSpan() throws -> Int64 {
-        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) - min(id) + 1 FROM events") ?? 0 }
+        try pool.read { db in
+            guard let ends = try Row.fetchOne(db, sql: EventLog.idEnds), let first = ends[0] as Int64?, let last = ends[1] as Int64? else { return 0 }
+            return last - first + 1
+        }
     }
 }
