@@ -232,7 +232,7 @@ struct SupportTests {
         await t.stop()
     }
 
-    @Test("retention deletes events past their age and trims to the size limit; each delete finds its rows by time through an index")
+    @Test("retention deletes events past their age and trims to the size limit; each delete finds its rows by time (events by a range of ids, the rest through an index on time)")
     func retention() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
