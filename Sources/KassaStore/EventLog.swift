@@ -545,7 +545,7 @@ public final class EventLog: Sendable {
     /// none is). Event times never go back as ids grow (see `enqueue`), so this is a binary search
     /// over the ids, each step one seek in the table.
     static func firstID(atOrAfterMs ms: Int64, _ db: Database) throws -> Int64 {
-        guard let ends = try Row.fetchOne(db, sql: Self.idEnds), let first = ends[0] as Int64?, let last = ends[1] as Int64? else { return 0 }
+        guard let (first, last) = try idEnds(db) else { return 0 }
         let probe = try db.cachedStatement(sql: "SELECT id, at_ms FROM events WHERE id >= ? ORDER BY id LIMIT 1")
         var low = first, high = last + 1   // the answer lies in low...high
         while low < high {
@@ -557,10 +557,16 @@ public final class EventLog: Sendable {
         return low
     }
 
-    /// The lowest and the highest event id, each read from an end of the table. Asked for in one
-    /// SELECT, `min(id), max(id)` scan the whole table: SQLite reads an end of an index for a lone
-    /// min or max only (0.65 s at 1.6 million events, under retention's write lock).
-    static let idEnds = "SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events)"
+    /// The lowest and the highest event id (nil when there is none), each read from an end of the
+    /// table. Asked for in one SELECT, `min(id), max(id)` scan the whole table: SQLite reads an end
+    /// of an index for a lone min or max only (0.65 s at 1.6 million events, under retention's
+    /// write lock).
+    static func idEnds(_ db: Database) throws -> (first: Int64, last: Int64)? {
+        guard let row = try Row.fetchOne(db, sql: idEndsSQL), let first = row[0] as Int64?, let last = row[1] as Int64? else { return nil }
+        return (first, last)
+    }
+
+    static let idEndsSQL = "SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events)"
 
     /// The conditions for events at or after `fromMs` and before `toMs`: ranges of ids, which the
     /// table walks from the right place, and the times themselves, which only matter for events

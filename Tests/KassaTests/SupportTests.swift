@@ -279,7 +279,7 @@ struct SupportTests {
         // The ends of the event ids (for a window of time, and the trim's estimate) are read from
         // the table's ends: no scan, which in one SELECT of min and max there would be.
         let ends = try await store.pool.read { db in
-            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + EventLog.idEnds).map { $0["detail"] as String }
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + EventLog.idEndsSQL).map { $0["detail"] as String }
         }
         #expect(!ends.contains { $0.hasPrefix("SCAN events") }, "\(ends)")
         #expect(try store.eventIDSpan() == (try await store.pool.read { db in try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM events") }))
