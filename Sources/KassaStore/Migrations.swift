@@ -10,7 +10,8 @@ enum Migrations {
                         "v8-idempotency-request", "v9-idempotency-redacted", "v10-session-root-span",
                         "v11-idempotency-by-time", "v12-session-events-deferred",
                         "v13-events-time-by-id", "v14-sessions-unfinished",
-                        "v15-msisdn-suffix-when-set", "v16-pushes-through-session-events"]
+                        "v15-msisdn-suffix-when-set", "v16-pushes-through-session-events",
+                        "v17-once-done"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -166,6 +167,10 @@ enum Migrations {
             // `session_events`, like the rest of its events. Their own index rewrote a leaf for each
             // push's commit (≈ 1.3 WAL frames a commit) to serve that rare read.
             try db.execute(sql: "DROP INDEX events_by_session_seq")
+        }
+        migrator.registerMigration("v17-once-done") { db in
+            // The start-up passes that need to run only once per database (see `sealPlainViewHrefs`).
+            try db.execute(sql: "CREATE TABLE once_done (name TEXT PRIMARY KEY) WITHOUT ROWID")
         }
         return migrator
     }

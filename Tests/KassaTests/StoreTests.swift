@@ -411,6 +411,30 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("the start-up pass that seals plain upstream URLs runs once per database")
+    func sealingPassRunsOnce() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("k.sqlite")
+        func plainRow(_ id: String) -> Store.SessionRecord {
+            Store.SessionRecord(id: id, clientTokenSHA256: "", viewHref: "https://api.example/psp/paymentsessions/\(id)", payeeReference: nil,
+                                paymentOrderID: nil, phase: "starting", createdAtMs: 1, updatedAtMs: 1)
+        }
+        var store = try Store.open(path: path)
+        // Rows as an older version left them.
+        try store.insertSessionNow(plainRow("s1"))
+        try store.insertSessionNow(plainRow("s2"))
+        #expect(try store.sealPlainViewHrefs { href, id in "sealed:\(id)" } == 2)
+        #expect(try store.session(id: "s1")?.viewHref == "sealed:s1")
+        await store.close()
+        // Reopened, the pass is not made again (a plain row now could only be written by hand).
+        store = try Store.open(path: path)
+        try store.insertSessionNow(plainRow("s3"))
+        #expect(try store.sealPlainViewHrefs { _, _ in "sealed" } == 0)
+        #expect(try store.session(id: "s3")?.viewHref.hasPrefix("https:") == true)
+        await store.close()
+    }
+
     @Test("pushed events replay in seq order after a given seq")
     func replayBySeq() async throws {
         let dir = TempDirectory()
