@@ -528,17 +528,9 @@ public final class EventLog: Sendable {
     /// Events matching the filters, oldest first, at most `limit`.
     public func events(sessionID: String? = nil, fromMs: Int64? = nil, toMs: Int64? = nil,
                        afterID: Int64? = nil, limit: Int = 1_000) throws -> [LogEvent] {
-        try pool.read { db in
-            var clauses: [String] = []
-            var arguments: StatementArguments = []
-            if let sessionID { clauses.append("id IN (\(Self.sessionEventIDs))"); arguments += [sessionID, sessionID] }
-            try Self.timeWindow(fromMs: fromMs, toMs: toMs, db, into: &clauses, &arguments)
-            if let afterID { clauses.append("id > ?"); arguments += [afterID] }
-            let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
-            arguments += [limit]
-            return try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
-                .map(Self.event(from:))
-        }
+        var query = Store.EventQuery()
+        (query.sessionID, query.fromMs, query.toMs, query.afterID, query.limit) = (sessionID, fromMs, toMs, afterID, limit)
+        return try pool.read { db in try Store.events(matching: query, db) }
     }
 
     /// The smallest id from which on every event is at or after `ms` (one past the last id when

@@ -21,32 +21,36 @@ extension Store {
     }
 
     public func searchEvents(_ q: EventQuery) throws -> [LogEvent] {
-        try pool.read { db in
-            var clauses: [String] = []
-            var arguments: StatementArguments = []
-            if let s = q.sessionID { clauses.append("id IN (\(EventLog.sessionEventIDs))"); arguments += [s, s] }
-            if !q.kinds.isEmpty {
-                clauses.append("kind IN (\(q.kinds.map { _ in "?" }.joined(separator: ",")))")
-                arguments += StatementArguments(q.kinds)
-            }
-            if let level = q.minimumLevel {
-                let levels = LogEvent.Level.allCases.drop(while: { $0 != level }).map(\.rawValue)
-                clauses.append("level IN (\(levels.map { _ in "?" }.joined(separator: ",")))")
-                arguments += StatementArguments(levels)
-            }
-            try EventLog.timeWindow(fromMs: q.fromMs, toMs: q.toMs, db, into: &clauses, &arguments)
-            if let trace = q.traceID { clauses.append("trace_id = ?"); arguments += [trace] }
-            if let text = q.text, !text.isEmpty {
-                let pattern = "%" + Self.escapeLike(text) + "%"
-                clauses.append("(summary LIKE ? ESCAPE '\\' OR kassa_event_data(data) LIKE ? ESCAPE '\\')")
-                arguments += [pattern, pattern]
-            }
-            if let after = q.afterID { clauses.append("id > ?"); arguments += [after] }
-            let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
-            arguments += [q.limit]
-            return try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
-                .map(EventLog.event(from:))
+        try pool.read { db in try Self.events(matching: q, db) }
+    }
+
+    /// The events `q` asks for, oldest first: the support API's search and the event log's own
+    /// `events(…)` alike.
+    static func events(matching q: EventQuery, _ db: Database) throws -> [LogEvent] {
+        var clauses: [String] = []
+        var arguments: StatementArguments = []
+        if let s = q.sessionID { clauses.append("id IN (\(EventLog.sessionEventIDs))"); arguments += [s, s] }
+        if !q.kinds.isEmpty {
+            clauses.append("kind IN (\(q.kinds.map { _ in "?" }.joined(separator: ",")))")
+            arguments += StatementArguments(q.kinds)
         }
+        if let level = q.minimumLevel {
+            let levels = LogEvent.Level.allCases.drop(while: { $0 != level }).map(\.rawValue)
+            clauses.append("level IN (\(levels.map { _ in "?" }.joined(separator: ",")))")
+            arguments += StatementArguments(levels)
+        }
+        try EventLog.timeWindow(fromMs: q.fromMs, toMs: q.toMs, db, into: &clauses, &arguments)
+        if let trace = q.traceID { clauses.append("trace_id = ?"); arguments += [trace] }
+        if let text = q.text, !text.isEmpty {
+            let pattern = "%" + Self.escapeLike(text) + "%"
+            clauses.append("(summary LIKE ? ESCAPE '\\' OR kassa_event_data(data) LIKE ? ESCAPE '\\')")
+            arguments += [pattern, pattern]
+        }
+        if let after = q.afterID { clauses.append("id > ?"); arguments += [after] }
+        let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+        arguments += [q.limit]
+        return try Row.fetchAll(db, sql: "SELECT * FROM events \(whereClause) ORDER BY id LIMIT ?", arguments: arguments)
+            .map(EventLog.event(from:))
     }
 
     public struct SessionQuery: Sendable, Equatable {
