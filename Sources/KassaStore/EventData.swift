@@ -39,7 +39,7 @@ enum EventData {
         // A copy of the stream that has the dictionary loaded: loading it again would hash all of
         // its bytes for every row (LZ4's documented way to reuse one).
         let written = withUnsafeTemporaryAllocation(of: LZ4_stream_t.self, capacity: 1) { stream in
-            stream.baseAddress!.initialize(to: Dictionary.shared.loaded.pointee)
+            stream.baseAddress!.initialize(from: Dictionary.shared.loaded, count: 1)
             return (target + headerSize).withMemoryRebound(to: CChar.self, capacity: buffer.count - headerSize) {
                 LZ4_compress_fast_continue(stream.baseAddress, UnsafeRawPointer(source).assumingMemoryBound(to: CChar.self), $0,
                                            length, Int32(buffer.count - headerSize), 1)
