@@ -463,10 +463,14 @@ public final class EventLog: Sendable {
         }
     }
 
+    static let changePhaseSQL = "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?"
+    static let endSessionSQL = "UPDATE sessions SET phase = ?, updated_at_ms = ?, unfinished = NULL WHERE id = ?"
+
     static func apply(_ change: SessionUpdate, _ db: Database) throws {
         if let phase = change.phase {
-            // Three or four a flow: bound as the events are.
-            let sql = "UPDATE sessions SET phase = ?, updated_at_ms = ? WHERE id = ?"
+            // Three or four a flow: bound as the events are. Only the last one clears the mark of a
+            // session in progress, so the others leave its index alone (v18).
+            let sql = Retention.endedPhases.contains(phase) ? endSessionSQL : changePhaseSQL
             var binding = RawBinding(try db.cachedStatement(sql: sql).sqliteStatement)
             binding.bind(phase)
             binding.bind(change.atMs ?? 0)

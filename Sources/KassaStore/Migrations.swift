@@ -11,7 +11,7 @@ enum Migrations {
                         "v11-idempotency-by-time", "v12-session-events-deferred",
                         "v13-events-time-by-id", "v14-sessions-unfinished",
                         "v15-msisdn-suffix-when-set", "v16-pushes-through-session-events",
-                        "v17-once-done"]
+                        "v17-once-done", "v18-sessions-unfinished-mark"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -171,6 +171,19 @@ enum Migrations {
         migrator.registerMigration("v17-once-done") { db in
             // The start-up passes that need to run only once per database (see `sealPlainViewHrefs`).
             try db.execute(sql: "CREATE TABLE once_done (name TEXT PRIMARY KEY) WITHOUT ROWID")
+        }
+        migrator.registerMigration("v18-sessions-unfinished-mark") { db in
+            // The index of sessions in progress keyed on a mark that changes once, at the end
+            // (`unfinished`, 1 until then), rather than on `phase`: SQLite rewrites a partial
+            // index's entry whenever a column its condition reads is updated, so every change of
+            // phase rewrote a leaf (≈ 1.3 of a commit's ≈ 20 WAL frames). The mark is set on the
+            // sessions in progress only, found through the index it replaces.
+            try db.execute(sql: """
+                ALTER TABLE sessions ADD COLUMN unfinished INTEGER;
+                UPDATE sessions SET unfinished = 1 WHERE phase NOT IN ('completed', 'canceled', 'ended');
+                DROP INDEX sessions_unfinished;
+                CREATE INDEX sessions_unfinished ON sessions(created_at_ms) WHERE unfinished IS NOT NULL;
+                """)
         }
         return migrator
     }

@@ -15,7 +15,8 @@ public struct Retention: Sendable, Equatable {
     }
 
     /// The phases a session ends in: the session machine's terminal phases (a test holds the two
-    /// to each other), and the condition of the index of sessions in progress (`Store.unfinished`).
+    /// to each other). A session's row leaves the index of sessions in progress when its phase
+    /// becomes one of them (`Store.unfinished`, `EventLog.apply`).
     public static let endedPhases = ["completed", "canceled", "ended"]
 
     /// Events deleted per transaction when trimming to size, and the pause after each: a

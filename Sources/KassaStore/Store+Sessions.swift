@@ -70,8 +70,8 @@ extension Store {
 
     static let insertSessionSQL = """
         INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms,
-                             trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url, root_span_id)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                             trace_id, msisdn_suffix, last_problem_type, client_device_sealed, public_base_url, root_span_id, unfinished)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     /// Bound through SQLite's own calls, as the events are: one a flow, on the writer thread.
@@ -91,6 +91,7 @@ extension Store {
         binding.bind(s.clientDeviceSealed)
         binding.bind(s.publicBaseURL)
         binding.bind(s.rootSpanID)
+        binding.bind(Retention.endedPhases.contains(s.phase) ? nil : Int64(1))
         try binding.step(db, sql: insertSessionSQL)
     }
 
@@ -105,9 +106,10 @@ extension Store {
         }
     }
 
-    /// The condition of the partial index `sessions_unfinished` (v14), written out: SQLite uses
-    /// that index only for a query whose terms imply it, which a list of bound values does not.
-    static let unfinished = "phase NOT IN (" + Retention.endedPhases.map { "'\($0)'" }.joined(separator: ", ") + ")"
+    /// The condition of the partial index `sessions_unfinished` (v18), written out: SQLite uses
+    /// that index only for a query whose terms imply it. The mark is 1 from the session's insert
+    /// until its phase becomes one of `Retention.endedPhases`, then NULL (`EventLog.apply`).
+    static let unfinished = "unfinished IS NOT NULL"
 
     /// Seals the upstream URLs of rows written before they were sealed (at start-up), once: the
     /// rows written since are this version's, always sealed. The pass reads the whole table under

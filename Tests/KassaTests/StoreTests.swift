@@ -408,6 +408,39 @@ struct StoreTests {
         #expect(try await store.pool.read { db in
             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE name = 'sessions_by_msisdn_suffix'")
         }?.hasSuffix("WHERE msisdn_suffix IS NOT NULL") == true)
+        // A change of phase before the end leaves the index alone; the end takes the session out.
+        for (sql, touches) in [(EventLog.changePhaseSQL, false), (EventLog.endSessionSQL, true)] {
+            let program = try await store.pool.read { db in
+                try Row.fetchAll(db, sql: "EXPLAIN " + sql, arguments: ["completed", 1, "s1000"]).map { ($0["opcode"] as String, $0["p2"] as Int) }
+            }
+            let root = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT rootpage FROM sqlite_schema WHERE name = 'sessions_unfinished'") }
+            #expect(program.contains { $0.0 == "OpenWrite" && $0.1 == root } == touches, "\(sql)")
+        }
+        await store.close()
+    }
+
+    @Test("a database from before the mark of sessions in progress (v18) keeps the same sessions in progress")
+    func unfinishedMarkMigration() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("v17.sqlite")
+        let old = try Store.open(path: path, upTo: "v17-once-done")
+        let phases = PaymentSessionMachine.Phase.allCases.map(\.rawValue)
+        try await old.pool.write { db in
+            for (i, phase) in phases.enumerated() {
+                try db.execute(sql: """
+                    INSERT INTO sessions(id, client_token_sha256, view_href, phase, created_at_ms, updated_at_ms)
+                    VALUES (?, '', 'v', ?, ?, ?)
+                    """, arguments: ["s\(i)", phase, i, i])
+            }
+        }
+        await old.close()
+        let store = try Store.open(path: path)
+        #expect(try store.unfinishedSessions().map(\.phase) == phases.filter { !Retention.endedPhases.contains($0) })
+        // Ended from here on through the writer: out of the index.
+        store.eventLog.update(.init(id: "s0", phase: "canceled", atMs: 99))
+        await store.eventLog.flush()
+        #expect(try store.unfinishedSessions().map(\.id) == phases.indices.filter { $0 > 0 && !Retention.endedPhases.contains(phases[$0]) }.map { "s\($0)" })
         await store.close()
     }
 
