@@ -200,7 +200,7 @@ struct EventDataTests {
         let text = Array(Self.viewPaymentSessionAnswer.utf8)
         let stored = try #require(text.withUnsafeBufferPointer(EventData.compressed))
         #expect(stored[0] == EventData.lz4WithDictionary)
-        // LZ4 alone keeps ≈ 45 % of such a body; against the dictionary ≈ 20 %.
+        // LZ4 alone keeps ≈ 56 % of this body; against the dictionary ≈ 23 %.
         #expect(stored.count * 4 < text.count, "\(stored.count) stored bytes for \(text.count)")
         #expect(stored.withUnsafeBytes(EventData.decompressed) == text)
     }
