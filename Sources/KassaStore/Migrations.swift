@@ -176,8 +176,10 @@ enum Migrations {
             // The index of sessions in progress keyed on a mark that changes once, at the end
             // (`unfinished`, 1 until then), rather than on `phase`: SQLite rewrites a partial
             // index's entry whenever a column its condition reads is updated, so every change of
-            // phase rewrote a leaf (≈ 1.3 of a commit's ≈ 20 WAL frames). The mark is set on the
-            // sessions in progress only, found through the index it replaces.
+            // phase rewrote a leaf (≈ 1.3 of a commit's ≈ 20 WAL frames), and evaluated the
+            // `NOT IN` list for the old and the new row, each time into a temporary b-tree (91
+            // opcodes an UPDATE, 38 now). The mark is set on the sessions in progress only, found
+            // through the index it replaces.
             try db.execute(sql: """
                 ALTER TABLE sessions ADD COLUMN unfinished INTEGER;
                 UPDATE sessions SET unfinished = 1 WHERE phase NOT IN ('completed', 'canceled', 'ended');
