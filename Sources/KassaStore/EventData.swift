@@ -39,7 +39,7 @@ enum EventData {
         // A copy of the stream that has the dictionary loaded: loading it again would hash all of
         // its bytes for every row (LZ4's documented way to reuse one).
         let written = withUnsafeTemporaryAllocation(of: LZ4_stream_t.self, capacity: 1) { stream in
-            stream.baseAddress!.initialize(from: Dictionary.shared.loaded, count: 1)
+            stream.baseAddress!.initialize(from: LoadedDictionary.shared.loaded, count: 1)
             return (target + headerSize).withMemoryRebound(to: CChar.self, capacity: buffer.count - headerSize) {
                 LZ4_compress_fast_continue(stream.baseAddress, UnsafeRawPointer(source).assumingMemoryBound(to: CChar.self), $0,
                                            length, Int32(buffer.count - headerSize), 1)
@@ -50,8 +50,8 @@ enum EventData {
 
     /// The dictionary's bytes and an LZ4 stream with them loaded, made once and only read after:
     /// both stay where they are for the life of the process, as LZ4 needs.
-    final class Dictionary: @unchecked Sendable {
-        static let shared = Dictionary()
+    final class LoadedDictionary: @unchecked Sendable {
+        static let shared = LoadedDictionary()
         let bytes: UnsafeRawBufferPointer
         let loaded: UnsafeMutablePointer<LZ4_stream_t>
 
@@ -75,7 +75,7 @@ enum EventData {
         let text = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
             let read = buffer.withMemoryRebound(to: CChar.self) { target in
                 if stored[0] == lz4 { return LZ4_decompress_safe(block, target.baseAddress, blockSize, Int32(length)) }
-                let dictionary = Dictionary.shared.bytes
+                let dictionary = LoadedDictionary.shared.bytes
                 return LZ4_decompress_safe_usingDict(block, target.baseAddress, blockSize, Int32(length),
                                                      dictionary.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
             }
