@@ -81,8 +81,9 @@ extension Store {
         var clauses: [String] = []
         var arguments: StatementArguments = []
         if let v = q.id { clauses.append("id = ?"); arguments += [v] }
-        if let v = q.payeeReference { clauses.append("payee_reference = ?"); arguments += [v] }
-        if let v = q.paymentOrderID { clauses.append("payment_order_id = ?"); arguments += [v] }
+        // Through the payment order's row, which names its session (v19).
+        if let v = q.payeeReference { clauses.append("id IN (SELECT session_id FROM payment_orders WHERE payee_reference = ?)"); arguments += [v] }
+        if let v = q.paymentOrderID { clauses.append("id IN (SELECT session_id FROM payment_orders WHERE payment_order_id = ?)"); arguments += [v] }
         if let v = q.msisdnSuffix { clauses.append("msisdn_suffix = ?"); arguments += [v] }
         if let v = q.phase {
             clauses.append("phase = ?")

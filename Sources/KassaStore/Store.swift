@@ -193,6 +193,9 @@ extension Store {
         /// The API version Kassa asked for when it created the order (nil: none, the body decided).
         public var apiVersion: String?
         public var createdAtMs: Int64
+        /// The session made from this order (nil: made through the merchant API alone). A session
+        /// is found by its payee reference or payment order through this.
+        public var sessionID: String?
     }
 
     /// Records a payment order with the event log's next batch; returns once it is committed.
@@ -200,18 +203,20 @@ extension Store {
     /// false it returns at once: for a caller that waits for a row it queues next (a session's),
     /// whose commit carries this one too, as the log commits rows in the order they were queued.
     public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, setInstrumentHref: String? = nil,
-                                   apiVersion: String? = nil, atMs: Int64, within: Duration = Store.rowWriteTimeout,
-                                   waiting: Bool = true) async throws {
+                                   apiVersion: String? = nil, sessionID: String? = nil, atMs: Int64,
+                                   within: Duration = Store.rowWriteTimeout, waiting: Bool = true) async throws {
         eventLog.upsert(paymentOrder: PaymentOrderRecord(payeeReference: payeeReference, paymentOrderID: paymentOrderID,
-                                                         setInstrumentHref: setInstrumentHref, apiVersion: apiVersion, createdAtMs: atMs))
+                                                         setInstrumentHref: setInstrumentHref, apiVersion: apiVersion, createdAtMs: atMs,
+                                                         sessionID: sessionID))
         if waiting { try await committed("payment order \(payeeReference)", within: within) }
     }
 
     static let upsertPaymentOrderSQL = """
-        INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
-        VALUES (?, ?, ?, ?, ?)
+        INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms, session_id)
+        VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT(payee_reference) DO UPDATE SET payment_order_id = excluded.payment_order_id,
-            setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version
+            setinstrument_href = excluded.setinstrument_href, api_version = excluded.api_version,
+            session_id = coalesce(excluded.session_id, session_id)
         """
 
     /// Bound through SQLite's own calls, as the events are: one a flow, on the writer thread.
@@ -222,6 +227,7 @@ extension Store {
         binding.bind(order.setInstrumentHref)
         binding.bind(order.apiVersion)
         binding.bind(order.createdAtMs)
+        binding.bind(order.sessionID)
         try binding.step(db, sql: upsertPaymentOrderSQL)
     }
 
@@ -240,6 +246,7 @@ extension Store {
 
     static func paymentOrder(_ row: Row) -> PaymentOrderRecord {
         PaymentOrderRecord(payeeReference: row["payee_reference"], paymentOrderID: row["payment_order_id"],
-                           setInstrumentHref: row["setinstrument_href"], apiVersion: row["api_version"], createdAtMs: row["created_at_ms"])
+                           setInstrumentHref: row["setinstrument_href"], apiVersion: row["api_version"], createdAtMs: row["created_at_ms"],
+                           sessionID: row["session_id"])
     }
 }

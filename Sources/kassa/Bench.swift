@@ -41,10 +41,14 @@ struct EventLogBench: AsyncParsableCommand {
         let sessionsStarted = ContinuousClock.now
         try await store.pool.write { db in
             for (i, id) in ids.enumerated() {
+                let reference = "K\(String(format: "%028x", i))", order = "/psp/paymentorders/\(i)", createdAtMs = start0 + Int64(i * perSession)
                 try db.execute(sql: """
                     INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms)
                     VALUES (?, '', '', ?, ?, 'completed', ?, ?)
-                    """, arguments: [id, "K\(String(format: "%028x", i))", "/psp/paymentorders/\(i)", start0 + Int64(i * perSession), start0])
+                    """, arguments: [id, reference, order, createdAtMs, start0])
+                // The search finds a session through its payment order's row (v19).
+                try db.execute(sql: "INSERT INTO payment_orders(payee_reference, payment_order_id, created_at_ms, session_id) VALUES (?, ?, ?, ?)",
+                               arguments: [reference, order, createdAtMs, id])
             }
         }
         let sessionsSeconds = sessionsStarted.duration(to: .now).inSeconds

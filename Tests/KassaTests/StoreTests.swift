@@ -444,6 +444,65 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("a database from before payment orders named their sessions (v19) finds the same sessions by payee reference and payment order")
+    func paymentOrdersLeadToSessionsMigration() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("v18.sqlite")
+        let old = try Store.open(path: path, upTo: "v18-sessions-unfinished-mark")
+        try await old.pool.write { db in
+            // s1's order has its row; s2's order has none (found all the same after the step); K3 was made
+            // through the merchant API alone.
+            for (id, reference) in [("s1", "K1"), ("s2", "K2")] {
+                try db.execute(sql: """
+                    INSERT INTO sessions(id, client_token_sha256, view_href, payee_reference, payment_order_id, phase, created_at_ms, updated_at_ms)
+                    VALUES (?, '', 'v', ?, ?, 'completed', 1, 1)
+                    """, arguments: [id, reference, "/psp/paymentorders/\(reference)"])
+            }
+            for reference in ["K1", "K3"] {
+                try db.execute(sql: """
+                    INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms)
+                    VALUES (?, ?, 'h', '3.1', 5)
+                    """, arguments: [reference, "/psp/paymentorders/\(reference)"])
+            }
+        }
+        await old.close()
+        let store = try Store.open(path: path)
+        func found(reference: String? = nil, order: String? = nil) throws -> [String] {
+            var q = Store.SessionQuery()
+            q.payeeReference = reference
+            q.paymentOrderID = order
+            return try store.searchSessions(q).map(\.id)
+        }
+        #expect(try found(reference: "K1") == ["s1"])
+        #expect(try found(order: "/psp/paymentorders/K1") == ["s1"])
+        #expect(try found(reference: "K2") == ["s2"])
+        #expect(try found(order: "/psp/paymentorders/K2") == ["s2"])
+        #expect(try found(reference: "K3").isEmpty)
+        #expect(try store.paymentOrder(payeeReference: "K1")
+                == Store.PaymentOrderRecord(payeeReference: "K1", paymentOrderID: "/psp/paymentorders/K1", setInstrumentHref: "h",
+                                            apiVersion: "3.1", createdAtMs: 5, sessionID: "s1"))
+        #expect(try store.paymentOrder(id: "/psp/paymentorders/K3")?.sessionID == nil)
+        // A new session's order, written by the writer, leads to it too.
+        try await store.recordPaymentOrder(payeeReference: "K4", paymentOrderID: "/psp/paymentorders/K4", sessionID: "s4", atMs: 7, waiting: false)
+        try await store.insertSession(Store.SessionRecord(id: "s4", clientTokenSHA256: "", viewHref: "v", payeeReference: "K4",
+                                                          paymentOrderID: "/psp/paymentorders/K4", phase: "starting", createdAtMs: 7, updatedAtMs: 7))
+        #expect(try found(reference: "K4") == ["s4"])
+        #expect(try found(order: "/psp/paymentorders/K4") == ["s4"])
+        // Both searches go through indexes: the order's key, then the session's.
+        for clause in ["payee_reference = 'K1'", "payment_order_id = 'x'"] {
+            let plan = try await store.pool.read { db in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT * FROM sessions WHERE id IN (SELECT session_id FROM payment_orders WHERE \(clause))")
+                    .map { $0["detail"] as String }
+            }
+            #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
+        }
+        #expect(try await store.pool.read { db in
+            try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE name = 'payment_orders'")
+        }?.contains("WITHOUT ROWID") == true)
+        await store.close()
+    }
+
     @Test("the start-up pass that seals plain upstream URLs runs once per database")
     func sealingPassRunsOnce() async throws {
         let dir = TempDirectory()

@@ -187,7 +187,8 @@ extension MerchantAPI {
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
         do {
             try await store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
-                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue, atMs: clock.nowMs(),
+                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue,
+                                         sessionID: sessionID, atMs: clock.nowMs(),
                                          waiting: sessionID == nil)
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
