@@ -447,8 +447,9 @@ public final class EventLog: Sendable {
     }
 
     /// The ids of a session's events, for `id IN (…)`: those in `session_events` and those the
-    /// writer has not put there yet. Both parameters are the session's id. Event ids are never
-    /// reused (`AUTOINCREMENT`), so every event past the mark is one not yet filed.
+    /// writer has not put there yet. Both parameters are the session's id. Event ids never go
+    /// back (retention keeps the newest event; see `Store.retentionDeletes`), so every event past
+    /// the mark is one not yet filed.
     static let sessionEventIDs = """
         SELECT event_id FROM session_events WHERE session_id = ?
         UNION ALL SELECT id FROM events WHERE id > (SELECT upto FROM session_events_indexed) AND session_id = ?

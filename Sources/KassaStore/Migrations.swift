@@ -11,7 +11,8 @@ enum Migrations {
                         "v11-idempotency-by-time", "v12-session-events-deferred",
                         "v13-events-time-by-id", "v14-sessions-unfinished",
                         "v15-msisdn-suffix-when-set", "v16-pushes-through-session-events",
-                        "v17-once-done", "v18-sessions-unfinished-mark", "v19-payment-orders-lead-to-sessions"]
+                        "v17-once-done", "v18-sessions-unfinished-mark", "v19-payment-orders-lead-to-sessions",
+                        "v20-events-without-sequence"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -215,6 +216,27 @@ enum Migrations {
                 CREATE INDEX payment_orders_by_id ON payment_orders(payment_order_id);
                 DROP INDEX sessions_by_payee_reference;
                 DROP INDEX sessions_by_payment_order;
+                """)
+        }
+        migrator.registerMigration("v20-events-without-sequence") { db in
+            // `AUTOINCREMENT` kept the highest id in `sqlite_sequence` and rewrote its page on every
+            // commit (1.0 of ≈ 16 WAL frames). Without it SQLite gives an event the highest id plus
+            // one, which never goes back as long as the newest event stays: retention keeps it
+            // (`Store.retentionDeletes`). Only the table's declaration changes; its b-tree is the
+            // same either way, so the text in `sqlite_schema` is edited in place, by SQLite's own
+            // procedure for changes that leave the file's content as it is
+            // (https://www.sqlite.org/lang_altertable.html, "Making Other Kinds Of Table Schema
+            // Changes"), instead of copying every event into a new table. A table emptied before
+            // this step may have filed ids above the next one: the mark comes down to the highest.
+            let version = try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+            try db.execute(sql: """
+                PRAGMA writable_schema = ON;
+                UPDATE sqlite_schema SET sql = replace(sql, 'id INTEGER PRIMARY KEY AUTOINCREMENT', 'id INTEGER PRIMARY KEY')
+                    WHERE type = 'table' AND name = 'events';
+                PRAGMA schema_version = \(version + 1);
+                PRAGMA writable_schema = OFF;
+                DELETE FROM sqlite_sequence WHERE name = 'events';
+                UPDATE session_events_indexed SET upto = min(upto, (SELECT coalesce(max(id), 0) FROM events));
                 """)
         }
         return migrator

@@ -146,10 +146,11 @@ extension Store {
     /// A session updated before the cutoff was created before it: `created_at_ms`
     /// bounds the search, and `+phase` keeps SQLite from walking an index on phase instead (the
     /// one before v14 held every ended session: 210 ms at 86 000 sessions, cold, in a soak's
-    /// database; 0.6 ms by creation time).
+    /// database; 0.6 ms by creation time). The newest event always stays: SQLite gives the next
+    /// one its id plus one (v20), so event ids never go back (see `EventLog.sessionEventIDs`).
     static func retentionDeletes(endedPhases: [String]) -> (events: String, sessions: String, idempotency: String) {
         let marks = endedPhases.map { _ in "?" }.joined(separator: ",")
-        return ("DELETE FROM events WHERE id < ? AND at_ms < ?",
+        return ("DELETE FROM events WHERE id < min(?, (SELECT max(id) FROM events)) AND at_ms < ?",
                 "DELETE FROM sessions WHERE created_at_ms < ? AND updated_at_ms < ? AND +phase IN (\(marks))",
                 "DELETE FROM idempotency WHERE created_at_ms < ?")
     }
@@ -157,11 +158,12 @@ extension Store {
     /// The thread retention's deletes run on, started with the first.
     static let retentionThread = SerialThread(name: "kassa-retention")
 
-    /// Deletes the oldest `count` events.
+    /// Deletes the oldest `count` events, never the newest (see `retentionDeletes`).
     @discardableResult
     public func deleteOldestEvents(_ count: Int) async throws -> Int {
         try await gatedWrite { db in
-            try db.execute(sql: "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?)", arguments: [count])
+            try db.execute(sql: "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT ?)",
+                           arguments: [count])
             return db.changesCount
         }
     }

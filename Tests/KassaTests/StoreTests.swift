@@ -503,6 +503,47 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("events without a sequence (v20): ids still never go back, and retention keeps the newest event")
+    func eventsWithoutSequence() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("v19.sqlite")
+        // Before the step: events filed up to id 3, then every event deleted (as retention could).
+        let old = try Store.open(path: path, upTo: "v19-payment-orders-lead-to-sessions")
+        for i in 1...3 { old.eventLog.append(LogEvent(atMs: Int64(i), sessionID: "s1", kind: "session.created", summary: "old \(i)")) }
+        await old.eventLog.flush()
+        try old.eventLog.writeBehindGate { db in
+            try EventLog.indexSessionEvents(db)
+            try db.execute(sql: "DELETE FROM events")
+        }
+        await old.close()
+
+        let store = try Store.open(path: path)
+        func one<T: DatabaseValueConvertible & Sendable>(_ sql: String) async throws -> T? {
+            try await store.pool.read { db in try T.fetchOne(db, sql: sql) }
+        }
+        #expect(try await one("PRAGMA integrity_check") == "ok")
+        let declared: String? = try await one("SELECT sql FROM sqlite_schema WHERE name = 'events'")
+        #expect(declared?.contains("id INTEGER PRIMARY KEY,") == true && declared?.contains("AUTOINCREMENT") == false)
+        // The mark came down with the emptied table: the next events are found as not yet filed.
+        #expect(try await one("SELECT upto FROM session_events_indexed") == 0)
+        for i in 1...3 { store.eventLog.append(LogEvent(atMs: 10 + Int64(i), sessionID: "s2", kind: "session.created", summary: "new \(i)")) }
+        await store.eventLog.flush()
+        #expect(try store.timeline(sessionID: "s2").map(\.summary) == ["new 1", "new 2", "new 3"])
+        #expect(try await one("SELECT count(*) FROM sqlite_sequence WHERE name = 'events'") == 0)
+
+        // Retention by age or by count leaves the newest event, so the next id is one above it.
+        #expect(try await store.deleteEvents(olderThanMs: 1_000, endedPhases: Retention.endedPhases) == 2)
+        #expect(try await store.deleteOldestEvents(10) == 0)
+        let newest: Int64? = try await one("SELECT max(id) FROM events")
+        #expect(try await one("SELECT count(*) FROM events") == 1)
+        store.eventLog.append(LogEvent(atMs: 20, sessionID: "s3", kind: "session.created", summary: "after"))
+        await store.eventLog.flush()
+        #expect(try await one("SELECT max(id) FROM events") == newest.map { $0 + 1 })
+        #expect(try store.timeline(sessionID: "s3").map(\.summary) == ["after"])
+        await store.close()
+    }
+
     @Test("the start-up pass that seals plain upstream URLs runs once per database")
     func sealingPassRunsOnce() async throws {
         let dir = TempDirectory()
