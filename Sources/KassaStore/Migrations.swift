@@ -12,7 +12,7 @@ enum Migrations {
                         "v13-events-time-by-id", "v14-sessions-unfinished",
                         "v15-msisdn-suffix-when-set", "v16-pushes-through-session-events",
                         "v17-once-done", "v18-sessions-unfinished-mark", "v19-payment-orders-lead-to-sessions",
-                        "v20-events-without-sequence"]
+                        "v20-events-without-sequence", "v21-payment-orders-retained"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -237,6 +237,20 @@ enum Migrations {
                 PRAGMA writable_schema = OFF;
                 DELETE FROM sqlite_sequence WHERE name = 'events';
                 UPDATE session_events_indexed SET upto = min(upto, (SELECT coalesce(max(id), 0) FROM events));
+                """)
+        }
+        migrator.registerMigration("v21-payment-orders-retained") { db in
+            // Payment orders were kept forever. A session's order now goes with the session
+            // (retention deletes ended sessions by age), and an order made through the merchant API
+            // alone goes by its own age, found through an index that holds only those: a session's
+            // order adds no entry, so a payment's commits write no more pages than before. The orders
+            // of sessions already deleted go now.
+            try db.execute(sql: """
+                CREATE TRIGGER sessions_deleted_orders AFTER DELETE ON sessions WHEN old.payee_reference IS NOT NULL BEGIN
+                    DELETE FROM payment_orders WHERE payee_reference = old.payee_reference;
+                END;
+                CREATE INDEX payment_orders_without_session ON payment_orders(created_at_ms) WHERE session_id IS NULL;
+                DELETE FROM payment_orders WHERE session_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = session_id);
                 """)
         }
         return migrator

@@ -136,6 +136,7 @@ extension Store {
             let deleted = db.changesCount
             try db.execute(sql: statements.sessions, arguments: StatementArguments([cutoff, cutoff]) + StatementArguments(endedPhases))
             try db.execute(sql: statements.idempotency, arguments: [cutoff])
+            try db.execute(sql: statements.paymentOrders, arguments: [cutoff])
             return deleted
         }
     }
@@ -148,11 +149,14 @@ extension Store {
     /// one before v14 held every ended session: 210 ms at 86 000 sessions, cold, in a soak's
     /// database; 0.6 ms by creation time). The newest event always stays: SQLite gives the next
     /// one its id plus one (v20), so event ids never go back (see `EventLog.sessionEventIDs`).
-    static func retentionDeletes(endedPhases: [String]) -> (events: String, sessions: String, idempotency: String) {
+    /// A session's payment order goes with the session (a trigger, v21); an order made through the
+    /// merchant API alone goes by its own age.
+    static func retentionDeletes(endedPhases: [String]) -> (events: String, sessions: String, idempotency: String, paymentOrders: String) {
         let marks = endedPhases.map { _ in "?" }.joined(separator: ",")
         return ("DELETE FROM events WHERE id < min(?, (SELECT max(id) FROM events)) AND at_ms < ?",
                 "DELETE FROM sessions WHERE created_at_ms < ? AND updated_at_ms < ? AND +phase IN (\(marks))",
-                "DELETE FROM idempotency WHERE created_at_ms < ?")
+                "DELETE FROM idempotency WHERE created_at_ms < ?",
+                "DELETE FROM payment_orders WHERE session_id IS NULL AND created_at_ms < ?")
     }
 
     /// The thread retention's deletes run on, started with the first.

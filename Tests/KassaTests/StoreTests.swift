@@ -503,6 +503,38 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("payment orders last as long as their sessions, or by their own age when made through the merchant API alone (v21)")
+    func paymentOrderRetention() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("v20.sqlite")
+        // Before the step: the order of a session that retention has already deleted.
+        let old = try Store.open(path: path, upTo: "v20-events-without-sequence")
+        try await old.recordPaymentOrder(payeeReference: "K-gone", paymentOrderID: "/psp/paymentorders/gone", sessionID: "gone", atMs: 1)
+        await old.close()
+        let store = try Store.open(path: path)
+        #expect(try store.paymentOrder(payeeReference: "K-gone") == nil)
+
+        let now: Int64 = 10 * 86_400_000
+        for (id, phase) in [("s1", "completed"), ("s2", "awaitingInstrument")] {
+            try await store.recordPaymentOrder(payeeReference: "K-\(id)", paymentOrderID: "/psp/paymentorders/\(id)", sessionID: id, atMs: 1_000,
+                                               waiting: false)
+            try await store.insertSession(Store.SessionRecord(id: id, clientTokenSHA256: "", viewHref: "v", payeeReference: "K-\(id)",
+                                                              paymentOrderID: "/psp/paymentorders/\(id)", phase: phase,
+                                                              createdAtMs: 1_000, updatedAtMs: 1_000))
+        }
+        try await store.recordPaymentOrder(payeeReference: "K-old", paymentOrderID: "/psp/paymentorders/old", atMs: 1_000)
+        try await store.recordPaymentOrder(payeeReference: "K-new", paymentOrderID: "/psp/paymentorders/new", atMs: now - 1_000)
+        _ = try await Retention(maxAgeDays: 1, maxBytes: 1 << 40).run(store, nowMs: now)
+        // The ended session went, and its order with it; the one in progress keeps its order.
+        #expect(try store.session(id: "s1") == nil)
+        #expect(try store.paymentOrder(payeeReference: "K-s1") == nil)
+        #expect(try store.paymentOrder(payeeReference: "K-s2")?.sessionID == "s2")
+        #expect(try store.paymentOrder(payeeReference: "K-old") == nil)
+        #expect(try store.paymentOrder(payeeReference: "K-new") != nil)
+        await store.close()
+    }
+
     @Test("events without a sequence (v20): ids still never go back, and retention keeps the newest event")
     func eventsWithoutSequence() async throws {
         let dir = TempDirectory()
