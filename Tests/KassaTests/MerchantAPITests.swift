@@ -36,6 +36,22 @@ struct MerchantAPITests {
 
     func problemType(_ r: UpstreamResponse) -> String? { (try? JSONValue.parse(r.body))?["type"]?.stringValue }
 
+    @Test("an order made for a session names it only when a session can be made from it (a v3 answer with view-paymentsession)")
+    func orderNamesItsSessionOnlyWhenOneCanFollow() async throws {
+        let t = try TestNode()
+        // No version and no productName: Swedbank Pay makes a v2 order, which has no payment session.
+        let v2 = try await t.node.gateway.merchant.createPaymentOrder(JSONInput(Self.paymentOrder()), traceID: "t", sessionID: "s-v2")
+        let v3 = try await t.node.gateway.merchant.createPaymentOrder(JSONInput(Self.paymentOrder()), traceID: "t", sessionID: "s-v3",
+                                                                      version: .v3_1)
+        #expect(v2.viewPaymentSession == nil && v3.viewPaymentSession != nil)
+        await t.node.store.eventLog.flush()
+        #expect(try t.node.store.paymentOrder(payeeReference: v3.payeeReference)?.sessionID == "s-v3")
+        // Named as no session's, it is deleted by its own age rather than kept for a session never stored.
+        let v2Record = try #require(try t.node.store.paymentOrder(payeeReference: v2.payeeReference))
+        #expect(v2Record.sessionID == nil)
+        await t.stop()
+    }
+
     @Test("the root lists the endpoints; a missing or wrong key gets the seed's 401 problem")
     func rootAndAuth() async throws {
         let t = try TestNode()

@@ -185,10 +185,14 @@ extension MerchantAPI {
             }
         }
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
+        // Named as the session's only when a session can be made from it (the caller refuses one
+        // otherwise): an order that names no session is deleted by its own age, one that names a
+        // session with it.
+        let session = recorded.viewPaymentSession.map(swedbankPay.isAllowed) == true ? sessionID : nil
         do {
             try await store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
                                          setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue,
-                                         sessionID: sessionID, atMs: clock.nowMs(),
+                                         sessionID: session, atMs: clock.nowMs(),
                                          waiting: sessionID == nil)
         } catch {
             logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
