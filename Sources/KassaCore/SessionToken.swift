@@ -181,7 +181,8 @@ public enum Hashing {
         hex(Array(SHA256.hash(data: Array(text.utf8))))
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// `bytes` as lower-case hex.
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)

@@ -447,13 +447,18 @@ public final class EventLog: Sendable {
     }
 
     /// The ids of a session's events, for `id IN (…)`: those in `session_events` and those the
-    /// writer has not put there yet. Both parameters are the session's id. Event ids never go
+    /// writer has not put there yet. Its parameters are `sessionIDArguments`. Event ids never go
     /// back (retention keeps the newest event; see `Store.retentionDeletes`), so every event past
     /// the mark is one not yet filed.
     static let sessionEventIDs = """
-        SELECT event_id FROM session_events WHERE session_id = ?
-        UNION ALL SELECT id FROM events WHERE id > (SELECT upto FROM session_events_indexed) AND session_id = ?
+        SELECT event_id FROM session_events WHERE session_id IN (?, ?)
+        UNION ALL SELECT id FROM events WHERE id > (SELECT upto FROM session_events_indexed) AND session_id IN (?, ?)
         """
+
+    /// `sessionEventIDs`' parameters for the session `id`: the forms a row may hold it in, twice.
+    static func sessionIDArguments(_ id: String) -> StatementArguments {
+        StoredID.forms(id) + StoredID.forms(id)
+    }
 
     static func write(_ row: RowWrite, _ db: Database) throws {
         switch row {
@@ -510,14 +515,14 @@ public final class EventLog: Sendable {
             for pending in batch[start..<end] {
                 let event = pending.event
                 binding.bind(event.atMs)
-                binding.bind(event.sessionID)
+                binding.bind(id: event.sessionID)
                 binding.bind(event.seq)
                 binding.bind(event.kind)
                 binding.bind(event.level.rawValue)
                 binding.bind(event.summary)
                 binding.bind(event.durationMs)
                 binding.bind(event.status.map(Int64.init))
-                binding.bind(event.traceID)
+                binding.bind(id: event.traceID)
                 binding.bind(eventData: pending.data)
             }
             try binding.step(db, sql: sql)
@@ -586,16 +591,16 @@ public final class EventLog: Sendable {
     public func pushedEvents(sessionID: String, afterSeq: Int64) throws -> [LogEvent] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM events WHERE id IN (\(Self.sessionEventIDs)) AND seq > ? ORDER BY seq",
-                             arguments: [sessionID, sessionID, afterSeq]).map(Self.event(from:))
+                             arguments: Self.sessionIDArguments(sessionID) + [afterSeq]).map(Self.event(from:))
         }
     }
 
     static func event(from row: Row) -> LogEvent {
         let dataText = EventData.text(row["data"])
-        return LogEvent(id: row["id"], atMs: row["at_ms"], sessionID: row["session_id"], seq: row["seq"],
+        return LogEvent(id: row["id"], atMs: row["at_ms"], sessionID: StoredID.text(row["session_id"]), seq: row["seq"],
                         kind: row["kind"], level: LogEvent.Level(rawValue: row["level"]) ?? .info,
                         summary: row["summary"], durationMs: row["duration_ms"], status: row["status"],
-                        traceID: row["trace_id"], data: dataText.flatMap { try? JSONValue.parse($0) })
+                        traceID: StoredID.text(row["trace_id"]), data: dataText.flatMap { try? JSONValue.parse($0) })
     }
 }
 

@@ -29,7 +29,7 @@ extension Store {
     static func events(matching q: EventQuery, _ db: Database) throws -> [LogEvent] {
         var clauses: [String] = []
         var arguments: StatementArguments = []
-        if let s = q.sessionID { clauses.append("id IN (\(EventLog.sessionEventIDs))"); arguments += [s, s] }
+        if let s = q.sessionID { clauses.append("id IN (\(EventLog.sessionEventIDs))"); arguments += EventLog.sessionIDArguments(s) }
         if !q.kinds.isEmpty {
             clauses.append("kind IN (\(q.kinds.map { _ in "?" }.joined(separator: ",")))")
             arguments += StatementArguments(q.kinds)
@@ -40,7 +40,7 @@ extension Store {
             arguments += StatementArguments(levels)
         }
         try EventLog.timeWindow(fromMs: q.fromMs, toMs: q.toMs, db, into: &clauses, &arguments)
-        if let trace = q.traceID { clauses.append("trace_id = ?"); arguments += [trace] }
+        if let trace = q.traceID { clauses.append("trace_id IN (?, ?)"); arguments += StoredID.forms(trace) }
         if let text = q.text, !text.isEmpty {
             let pattern = "%" + Self.escapeLike(text) + "%"
             clauses.append("(summary LIKE ? ESCAPE '\\' OR kassa_event_data(data) LIKE ? ESCAPE '\\')")
@@ -110,7 +110,7 @@ extension Store {
     public func timeline(sessionID: String, limit: Int = 5_000) throws -> [LogEvent] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM events WHERE id IN (\(EventLog.sessionEventIDs)) ORDER BY at_ms, id LIMIT ?",
-                             arguments: [sessionID, sessionID, limit])
+                             arguments: EventLog.sessionIDArguments(sessionID) + [limit])
                 .map(EventLog.event(from:))
         }
     }

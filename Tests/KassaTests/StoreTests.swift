@@ -347,6 +347,46 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("hex session and trace ids are kept as 16 bytes and read back as text; other ids stay text; rows written as text before are found with them, filed or not")
+    func idsKeptAsBytes() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        let session = "0193a1b2c3d4e5f60718293a4b5c6d7e", trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        // As the release before wrote every row: both ids as text.
+        try await store.pool.write { db in
+            try db.execute(sql: "INSERT INTO events(at_ms, session_id, kind, level, summary, trace_id) VALUES (1, ?, 'test', 'info', 'as text', ?)",
+                           arguments: [session, trace])
+        }
+        store.eventLog.append(LogEvent(atMs: 2, sessionID: session, kind: "test", summary: "as bytes", traceID: trace))
+        // Not 32 lower-case hex digits: kept as given.
+        let upper = session.uppercased(), short = String(session.dropLast())
+        store.eventLog.append(LogEvent(atMs: 3, sessionID: upper, kind: "test", summary: "upper", traceID: short))
+        await store.eventLog.flush()
+        let stored = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT typeof(session_id), length(session_id), typeof(trace_id), length(trace_id) FROM events ORDER BY id")
+                .map { "\($0[0] as String) \($0[1] as Int) \($0[2] as String) \($0[3] as Int)" }
+        }
+        #expect(stored == ["text 32 text 32", "blob 16 blob 16", "text 32 text 31"])
+        func found() throws -> [[String]] {
+            var bySession = Store.EventQuery(), byTrace = Store.EventQuery()
+            bySession.sessionID = session
+            byTrace.traceID = trace
+            return [try store.timeline(sessionID: session).map(\.summary), try store.searchEvents(bySession).map(\.summary),
+                    try store.searchEvents(byTrace).map(\.summary), try store.timeline(sessionID: upper).map(\.summary)]
+        }
+        let expected = [["as text", "as bytes"], ["as text", "as bytes"], ["as text", "as bytes"], ["upper"]]
+        #expect(try found() == expected)
+        try store.eventLog.writeBehindGate { try EventLog.indexSessionEvents($0) }
+        #expect(try found() == expected)
+        let filed = try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT typeof(session_id) FROM session_events ORDER BY event_id") }
+        #expect(filed == ["text", "blob", "text"])
+        let read = try store.eventLog.events()
+        #expect(read.map(\.sessionID) == [session, session, upper])
+        #expect(read.map(\.traceID) == [trace, trace, short])
+        await store.close()
+    }
+
     @Test("a session's and a payment order's rows are stored as given, absent values as NULL; a second order with the same payee reference updates the first")
     func sessionAndOrderRowsRoundTrip() async throws {
         let dir = TempDirectory()
