@@ -385,6 +385,23 @@ struct StoreTests {
         #expect(read.map(\.sessionID) == [session, session, upper])
         #expect(read.map(\.traceID) == [trace, trace, short])
         await store.close()
+
+        // Any id reads back as given: ids near the hex shape (other lengths, capitals, a digit past
+        // `f`), kept as bytes only when exactly 32 lower-case hex digits.
+        var random = SeededRandom(seed: 22)
+        let alphabet = Array("0123456789abcdefABCDEFgz-")
+        for _ in 0..<2_000 {
+            let length = [31, 32, 32, 32, 33][Int(random.next() % 5)]
+            var characters = (0..<length).map { _ in alphabet[Int(random.next() % 16)] }
+            if random.next() % 2 == 0 { characters[Int(random.next() % UInt64(length))] = alphabet[Int(random.next() % UInt64(alphabet.count))] }
+            let id = String(characters)
+            var buffer = [UInt8](repeating: 0, count: StoredID.byteCount)
+            let written = buffer.withUnsafeMutableBufferPointer { StoredID.bytes(of: id, into: $0) }
+            let canonical = id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+            #expect((written != nil) == canonical, "\(id)")
+            let stored = written == nil ? id.databaseValue : Data(buffer).databaseValue
+            #expect(StoredID.text(stored) == id, "\(id)")
+        }
     }
 
     @Test("a session's and a payment order's rows are stored as given, absent values as NULL; a second order with the same payee reference updates the first")
