@@ -12,7 +12,7 @@ enum Migrations {
                         "v13-events-time-by-id", "v14-sessions-unfinished",
                         "v15-msisdn-suffix-when-set", "v16-pushes-through-session-events",
                         "v17-once-done", "v18-sessions-unfinished-mark", "v19-payment-orders-lead-to-sessions",
-                        "v20-events-without-sequence", "v21-payment-orders-retained"]
+                        "v20-events-without-sequence", "v21-payment-orders-retained", "v22-event-ids-as-bytes"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -252,6 +252,11 @@ enum Migrations {
                 CREATE INDEX payment_orders_without_session ON payment_orders(created_at_ms) WHERE session_id IS NULL;
                 DELETE FROM payment_orders WHERE session_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = session_id);
                 """)
+        }
+        migrator.registerMigration("v22-event-ids-as-bytes") { _ in
+            // No table changes: from here on an event's session id and trace id may be kept as
+            // their 16 bytes (see `StoredID`). The step marks the file, so that a build which does
+            // not know that refuses it (`Store.open`) instead of reading those ids as text.
         }
         return migrator
     }

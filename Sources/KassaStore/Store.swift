@@ -117,6 +117,12 @@ public final class Store: Sendable {
         } catch {
             throw StoreError("cannot open database \(path): \(Self.reason(error))")
         }
+        // A file a later release migrated may hold rows in forms this build would misread.
+        let unknown = (try? pool.read { db in try Migrations.migrator.appliedIdentifiers(db) })?.subtracting(Migrations.names) ?? []
+        guard unknown.isEmpty else {
+            throw StoreError("cannot open database \(path): a later release of Kassa has changed it (\(unknown.sorted().joined(separator: ", "))); "
+                             + "run that release or a newer one")
+        }
         do {
             if let lastMigration {
                 try Migrations.migrator.migrate(pool, upTo: lastMigration)

@@ -740,6 +740,25 @@ struct StoreTests {
         await current.close()
     }
 
+    @Test("a database a later release migrated is refused with a clear message and left as it was")
+    func laterReleaseRefused() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("later.sqlite")
+        let store = try Store.open(path: path)
+        await store.close()
+        let later = try DatabaseQueue(path: path)
+        try await later.write { db in try db.execute(sql: "INSERT INTO grdb_migrations(identifier) VALUES ('v99-from-a-later-release')") }
+        #expect {
+            _ = try Store.open(path: path)
+        } throws: { error in
+            "\(error)".contains(path) && "\(error)".contains("a later release of Kassa has changed it (v99-from-a-later-release)")
+        }
+        let identifiers = try await later.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid") }
+        #expect(identifiers == Migrations.names + ["v99-from-a-later-release"])
+        try later.close()
+    }
+
     @Test("a corrupt file fails to open with a clear message")
     func corruptFile() throws {
         let dir = TempDirectory()
