@@ -457,7 +457,8 @@ public final class EventLog: Sendable {
 
     /// `sessionEventIDs`' parameters for the session `id`: the forms a row may hold it in, twice.
     static func sessionIDArguments(_ id: String) -> StatementArguments {
-        StoredID.forms(id) + StoredID.forms(id)
+        let forms = StoredID.forms(id)
+        return forms + forms
     }
 
     static func write(_ row: RowWrite, _ db: Database) throws {
