@@ -21,19 +21,23 @@ public final class CannedUpstream: EdgeHandler {
     }
 
     /// The ids one payment's answers carry, all derived from its number, so a later request
-    /// names its payment by the token or id in its path.
+    /// names its payment by the token or id in its path. The number is scattered first
+    /// (`scatter`): Swedbank Pay's ids are random GUIDs and tokens, so consecutive payments' ids
+    /// must not sort in order (an index of them would take each new one at its right edge) nor
+    /// read as long runs of digits (which redaction looks at closely).
     struct PaymentIDs: Sendable {
         let orderID: String
         let orderToken: String
         let sessionToken: String
 
-        static let orderTokenStem = "0c0a11ed" + String(repeating: "0", count: 40)
-        static let sessionTokenStem = "5e5510ed" + String(repeating: "0", count: 40)
+        static let orderTokenStem = "0c0a11ed" + String(repeating: "0", count: 44)
+        static let sessionTokenStem = "5e5510ed" + String(repeating: "0", count: 44)
         static let orderIDStem = "ca11ed00-0000-4000-a000-"
 
         init(_ number: UInt64) {
-            let hex = String(number, radix: 16).leftPadded(to: 16)
-            self.init(orderID: Self.orderIDStem + hex.suffix(12), orderToken: Self.orderTokenStem + hex, sessionToken: Self.sessionTokenStem + hex)
+            let scattered = String(Self.scatter(number), radix: 16).leftPadded(to: 12)
+            self.init(orderID: Self.orderIDStem + scattered, orderToken: Self.orderTokenStem + scattered,
+                      sessionToken: Self.sessionTokenStem + scattered)
         }
 
         init(orderID: String, orderToken: String, sessionToken: String) {
@@ -43,12 +47,42 @@ public final class CannedUpstream: EdgeHandler {
         /// The payment a session token or payment order id names, if it is one of ours.
         static func number(sessionToken: String) -> UInt64? {
             guard sessionToken.utf8.count == 64, sessionToken.hasPrefix(sessionTokenStem) else { return nil }
-            return UInt64(sessionToken.suffix(16), radix: 16)
+            return UInt64(sessionToken.suffix(12), radix: 16).map(gather)
         }
 
         static func number(orderID: String) -> UInt64? {
             guard orderID.utf8.count == 36, orderID.hasPrefix(orderIDStem) else { return nil }
-            return UInt64(orderID.suffix(12), radix: 16)
+            return UInt64(orderID.suffix(12), radix: 16).map(gather)
+        }
+
+        /// A one-to-one mixing of 48-bit numbers (two odd multipliers, each followed by a fold of
+        /// the high half onto the low), so that consecutive numbers land far apart; `gather` undoes it.
+        static func scatter(_ number: UInt64) -> UInt64 {
+            var x = (number & mask) &* multipliers.0 & mask
+            x ^= x >> 24
+            x = x &* multipliers.1 & mask
+            return x ^ x >> 24
+        }
+
+        static func gather(_ scattered: UInt64) -> UInt64 {
+            // Folding the high half onto the low twice gives the number back (the shift is half the width).
+            var x = scattered & mask
+            x ^= x >> 24
+            x = x &* inverses.1 & mask
+            x ^= x >> 24
+            return x &* inverses.0 & mask
+        }
+
+        static let mask: UInt64 = (1 << 48) - 1
+        static let multipliers: (UInt64, UInt64) = (0x9E37_79B9_7F4B, 0xC2B2_AE3D_27D5)
+        static let inverses = (inverse(multipliers.0), inverse(multipliers.1))
+
+        /// The inverse of an odd number modulo 2^48, by Newton's iteration (each step doubles the
+        /// bits that are right, from 3 to past 48).
+        static func inverse(_ odd: UInt64) -> UInt64 {
+            var y = odd
+            for _ in 0..<5 { y = y &* (2 &- odd &* y) }
+            return y & mask
         }
 
         /// Each value with the prefixes the simulator also prints (tracking ids, launch tokens), longest first.

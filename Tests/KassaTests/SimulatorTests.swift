@@ -196,6 +196,25 @@ struct SimulatorTests {
         await canned.stop()
     }
 
+    @Test("the canned upstream's ids are scattered like random GUIDs, and each names its payment back")
+    func cannedIDsScattered() {
+        typealias IDs = CannedUpstream.PaymentIDs
+        let numbers: [UInt64] = Array(1...2_000) + [0, (1 << 48) - 1, 1 << 47, 0xABCDEF012345]
+        for n in numbers {
+            let ids = IDs(n)
+            #expect(IDs.number(orderID: ids.orderID) == n && IDs.number(sessionToken: ids.sessionToken) == n, "\(n)")
+            #expect(ids.orderID.utf8.count == 36 && ids.sessionToken.utf8.count == 64 && ids.orderToken.utf8.count == 64)
+        }
+        // Consecutive payments' ids sort in no order: about half go up, as random ones would
+        // (ids that counted up, as before, all go up).
+        let orderIDs = (1...2_000).map { IDs(UInt64($0)).orderID }
+        let up = zip(orderIDs, orderIDs.dropFirst()).filter { $0 < $1 }.count
+        #expect((800...1_200).contains(up), "\(up) of 1 999 consecutive ids go up")
+        #expect(Set(orderIDs).count == orderIDs.count)
+        // Their tails are no long runs of digits: most hold a letter among their 12 hex digits.
+        let allDigits = orderIDs.filter { $0.suffix(12).allSatisfy(\.isNumber) }.count
+        #expect(allDigits < 100, "\(allDigits) of 2 000 tails are all digits")
+    }
 }
 
 @Suite("Payment url helpers")
