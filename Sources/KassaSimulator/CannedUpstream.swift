@@ -30,12 +30,17 @@ public final class CannedUpstream: EdgeHandler {
         let orderToken: String
         let sessionToken: String
 
+        // An order id is a GUID under /psp/paymentorders/ (seed 000, "Merchant Backend":
+        // "id": "/psp/paymentorders/09ccd29a-7c4f-4752-9396-12100cbfecce"). The tokens have the
+        // simulator's form, 64 hex digits (`SeededRandom.hex(bytes: 32)`).
         static let orderTokenStem = "0c0a11ed" + String(repeating: "0", count: 44)
         static let sessionTokenStem = "5e5510ed" + String(repeating: "0", count: 44)
         static let orderIDStem = "ca11ed00-0000-4000-a000-"
+        /// Each id ends in its payment's scattered number, in this many hex digits (48 bits).
+        static let numberDigits = 12
 
         init(_ number: UInt64) {
-            let scattered = String(Self.scatter(number), radix: 16).leftPadded(to: 12)
+            let scattered = String(Self.scatter(number), radix: 16).leftPadded(to: Self.numberDigits)
             self.init(orderID: Self.orderIDStem + scattered, orderToken: Self.orderTokenStem + scattered,
                       sessionToken: Self.sessionTokenStem + scattered)
         }
@@ -45,14 +50,13 @@ public final class CannedUpstream: EdgeHandler {
         }
 
         /// The payment a session token or payment order id names, if it is one of ours.
-        static func number(sessionToken: String) -> UInt64? {
-            guard sessionToken.utf8.count == 64, sessionToken.hasPrefix(sessionTokenStem) else { return nil }
-            return UInt64(sessionToken.suffix(12), radix: 16).map(gather)
-        }
+        static func number(sessionToken: String) -> UInt64? { number(in: sessionToken, after: sessionTokenStem) }
 
-        static func number(orderID: String) -> UInt64? {
-            guard orderID.utf8.count == 36, orderID.hasPrefix(orderIDStem) else { return nil }
-            return UInt64(orderID.suffix(12), radix: 16).map(gather)
+        static func number(orderID: String) -> UInt64? { number(in: orderID, after: orderIDStem) }
+
+        private static func number(in id: String, after stem: String) -> UInt64? {
+            guard id.utf8.count == stem.utf8.count + numberDigits, id.hasPrefix(stem) else { return nil }
+            return UInt64(id.suffix(numberDigits), radix: 16).map(gather)
         }
 
         /// A one-to-one mixing of 48-bit numbers (two odd multipliers, each followed by a fold of
