@@ -13,15 +13,18 @@ extension Redaction {
     }
 
     /// False when `redactText` surely returns a string unchanged: no query separator, no run of
-    /// 40 hex digits (a token), no `@` or `%` and no stretch of 8 digits (the guards of `redactURLQuery`,
-    /// `redactTokens` and `redactValues`). Most strings of an answer are ids, URLs and words.
-    /// True for any byte past ASCII too, so that such a string is decoded (and its UTF-8 checked).
+    /// 40 hex digits and no payment session's path (tokens), no `@` or `%` and no stretch of 8
+    /// digits (the guards of `redactURLQuery`, `redactTokens` and `redactValues`). Most strings of
+    /// an answer are ids, URLs and words. True for any byte past ASCII too, so that such a string
+    /// is decoded (and its UTF-8 checked).
     static func mayRedact(rawString b: UnsafeBufferPointer<UInt8>) -> Bool {
         var stretch = DigitStretch(), hexRun = 0
-        for c in b {
+        for k in b.indices {
+            let c = b[k]
             switch c {
             case 0x3F, 0x26, 0x40, 0x25, 0x80...: return true   // ? & @ %, non-ASCII
             case 0x30...0x39, 0x41...0x46, 0x61...0x66: hexRun += 1
+            case 0x2F where Redaction.followsSessionPath(b, k + 1): return true
             default: hexRun = 0
             }
             if stretch.take(c) || hexRun >= 40 { return true }

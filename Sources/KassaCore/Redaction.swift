@@ -229,14 +229,14 @@ public enum Redaction {
         return out
     }
 
-    /// Runs of 40 or more hex digits are tokens (Swedbank Pay session tokens
-    /// sit in URL paths, client tokens are 48): only their last 6 digits stay.
-    /// Kassa's own ids are 32 digits and stay searchable.
+    /// Runs of 40 or more hex digits are tokens (client tokens are 48), and so is the GUID that
+    /// names a payment session in a path (`/psp/paymentsessions/5a17c24e-d459-…`, seed 002; the
+    /// same value is the payment menu's `token=` in seed 000): only their last 6 digits stay.
+    /// Kassa's own ids (32 digits) and payment order ids (GUIDs elsewhere) stay searchable.
     public static func redactTokens(_ s: String) -> String { onUTF8(s, redactedTokens) }
 
     /// `redactTokens` on bytes; nil when there is no token.
     static func redactedTokens(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        func isHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || (c | 0x20) &- 0x61 < 6 }
         var out: [UInt8]? = nil
         var copied = 0
         var i = 0
@@ -244,17 +244,43 @@ public enum Redaction {
             guard isHex(b[i]) else { i += 1; continue }
             var j = i
             while j < b.count && isHex(b[j]) { j += 1 }
-            if j - i >= 40 {
-                if out == nil { out = []; out!.reserveCapacity(b.count) }
-                out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied..<i]))
-                out!.append(contentsOf: "…".utf8)
-                out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[(j - 6)..<j]))
-                copied = j
+            if j - i < 40 {
+                guard let end = sessionGUIDEnd(b, from: i) else { i = j; continue }
+                j = end
             }
+            if out == nil { out = []; out!.reserveCapacity(b.count) }
+            out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied..<i]))
+            out!.append(contentsOf: "…".utf8)
+            out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[(j - 6)..<j]))
+            copied = j
             i = j
         }
         out?.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied...]))
         return out
+    }
+
+    static func isHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || (c | 0x20) &- 0x61 < 6 }
+
+    /// The path segment before a payment session's token.
+    static let sessionPathSegment: [UInt8] = Array("paymentsessions/".utf8)
+
+    /// Whether `b` has `sessionPathSegment` just before `index`.
+    static func followsSessionPath(_ b: UnsafeBufferPointer<UInt8>, _ index: Int) -> Bool {
+        let segment = sessionPathSegment
+        guard index >= segment.count else { return false }
+        return b[(index - segment.count)..<index].elementsEqual(segment)
+    }
+
+    /// The end of a GUID (8-4-4-4-12 hex digits) that starts at `start` right after
+    /// `sessionPathSegment` and is not part of a longer run, or nil.
+    static func sessionGUIDEnd(_ b: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        let end = start + 36
+        guard end <= b.count, followsSessionPath(b, start) else { return nil }
+        for k in 0..<36 {
+            let c = b[start + k]
+            guard k == 8 || k == 13 || k == 18 || k == 23 ? c == 0x2D : isHex(c) else { return nil }
+        }
+        return end == b.count || !(isHex(b[end]) || b[end] == 0x2D) ? end : nil
     }
 
     /// Header values that are credentials.

@@ -29,24 +29,26 @@ public final class CannedUpstream: EdgeHandler {
         let orderID: String
         let orderToken: String
         let sessionToken: String
+        let trackingID: String
 
-        // An order id is a GUID under /psp/paymentorders/ (seed 000, "Merchant Backend":
-        // "id": "/psp/paymentorders/09ccd29a-7c4f-4752-9396-12100cbfecce"). The tokens have the
-        // simulator's form, 64 hex digits (`SeededRandom.hex(bytes: 32)`).
-        static let orderTokenStem = "0c0a11ed" + String(repeating: "0", count: 44)
-        static let sessionTokenStem = "5e5510ed" + String(repeating: "0", count: 44)
+        // The forms the simulator draws, each cited there (`SimulatedPaymentOrder`): the order id
+        // and the session's token are GUIDs (seeds 000 and 002), the checkout's token 64 hex
+        // digits, the tracking id 32.
         static let orderIDStem = "ca11ed00-0000-4000-a000-"
+        static let orderTokenStem = "0c0a11ed" + String(repeating: "0", count: 44)
+        static let sessionTokenStem = "5e5510ed-0000-4000-a000-"
+        static let trackingIDStem = "7ac1d" + String(repeating: "0", count: 15)
         /// Each id ends in its payment's scattered number, in this many hex digits (48 bits).
         static let numberDigits = 12
 
         init(_ number: UInt64) {
             let scattered = String(Self.scatter(number), radix: 16).leftPadded(to: Self.numberDigits)
             self.init(orderID: Self.orderIDStem + scattered, orderToken: Self.orderTokenStem + scattered,
-                      sessionToken: Self.sessionTokenStem + scattered)
+                      sessionToken: Self.sessionTokenStem + scattered, trackingID: Self.trackingIDStem + scattered)
         }
 
-        init(orderID: String, orderToken: String, sessionToken: String) {
-            (self.orderID, self.orderToken, self.sessionToken) = (orderID, orderToken, sessionToken)
+        init(orderID: String, orderToken: String, sessionToken: String, trackingID: String) {
+            (self.orderID, self.orderToken, self.sessionToken, self.trackingID) = (orderID, orderToken, sessionToken, trackingID)
         }
 
         /// The payment a session token or payment order id names, if it is one of ours.
@@ -89,10 +91,10 @@ public final class CannedUpstream: EdgeHandler {
             return y & mask
         }
 
-        /// Each value with the prefixes the simulator also prints (tracking ids, launch tokens), longest first.
-        var values: [String] {
-            [orderToken, sessionToken, orderID, String(orderToken.prefix(32)), String(sessionToken.prefix(32)), String(sessionToken.prefix(8))]
-        }
+        /// Each value, longest first. (A card payment's answers print no part of one alone: the
+        /// simulator's 3-D Secure values and Swish tokens, made from the session's token, are not
+        /// in them.)
+        var values: [String] { [orderToken, sessionToken, orderID, trackingID] }
     }
 
     init(token: String) { self.token = token }
@@ -140,7 +142,7 @@ public final class CannedUpstream: EdgeHandler {
         guard let order = simulator.state.withLock({ $0.paymentOrders.values.first }) else {
             preconditionFailure("the simulator refused the canned payment order: \(orderCreated.status)")
         }
-        let ids = PaymentIDs(orderID: order.id, orderToken: order.token, sessionToken: order.sessionToken).values
+        let ids = PaymentIDs(orderID: order.id, orderToken: order.token, sessionToken: order.sessionToken, trackingID: order.trackingID).values
         let session = "/psp/paymentsessions/\(order.sessionToken)"
         let rendered: [(Answer, HTTPResponse)] = [
             (.orderCreated, orderCreated),

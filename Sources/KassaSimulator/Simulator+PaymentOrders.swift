@@ -5,8 +5,15 @@ import KassaEdge
 /// A payment order as the simulator keeps it.
 struct SimulatedPaymentOrder: Sendable {
     var id: String
+    /// The checkout's token, in its hrefs' paths (v3) or `token=` (v2): 64 hex digits, the form of
+    /// seed 000's consumer session token (`/consumers/sessions/7e380fbb…`). Seed 000 prints the
+    /// payment menu's `token=` as a GUID; redaction cuts both forms there by the name.
     var token: String
+    /// The GUID that names the order's PaymentSession in its path (seed 002:
+    /// `/psp/paymentsessions/5a17c24e-d459-4567-bbad-aa0f17a76119`).
     var sessionToken: String
+    /// The `_tc_tid` the v3 hrefs carry, 32 hex digits (seed 002: `_tc_tid=30f2168171e142d38bcd4af2c3721959`).
+    var trackingID: String
     var order: [String: JSONValue]
     var instrument: String?
     var availableInstruments: [String]
@@ -104,7 +111,7 @@ extension Simulator {
         let (stored, base) = state.withLock { s -> (SimulatedPaymentOrder, String) in
             let now = Self.timestamp()
             let paymentOrder = SimulatedPaymentOrder(
-                id: s.random.uuid(), token: s.random.hex(bytes: 32), sessionToken: s.random.hex(bytes: 32), order: order,
+                id: s.random.uuid(), token: s.random.hex(bytes: 32), sessionToken: s.random.uuid(), trackingID: s.random.hex(bytes: 16), order: order,
                 instrument: instrument, availableInstruments: instrument == nil ? [] : Self.instruments,
                 created: now, updated: now, version: version)
             s.paymentOrders[paymentOrder.id] = paymentOrder
@@ -204,7 +211,7 @@ extension Simulator {
             // examples/node.js/tests/patch.test.js); redirect-checkout and the view-checkout script's
             // path (developer.swedbankpay.com checkout-v3/get-started/display-payment-ui; no SDK reads
             // more of them than the rel).
-            let trackingID = String(p.token.prefix(32))
+            let trackingID = p.trackingID
             operations = [
                 ["method": "GET", "rel": "redirect-checkout", "contentType": "text/html",
                  "href": .string("\(base)/checkout/\(p.token)?_tc_tid=\(trackingID)")],

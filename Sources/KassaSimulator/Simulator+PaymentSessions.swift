@@ -135,7 +135,7 @@ extension Simulator {
                     if msisdn.hasSuffix("0003") { outcome = .payerCancelled }
                 } else {
                     let callback = order.order["urls"]?["paymentUrl"]?.stringValue
-                    launchURL = "swish://paymentrequest?token=\(session.token.prefix(32))"
+                    launchURL = "swish://paymentrequest?token=\(session.token.filter(\.isHexDigit))"
                         + (callback.map { "&callbackurl=" + PaymentURLHelper.percentEncode($0) } ?? "")
                 }
             case "CreditCard":

@@ -1,6 +1,7 @@
 import Foundation
 import KassaCore
 @testable import KassaGateway
+@testable import KassaSimulator
 import KassaUpstream
 import Testing
 @testable import kassa
@@ -90,7 +91,10 @@ struct AtRestTests {
         await t.stop(keepDirectory: true)
         let everything = whileRunning + files() + Data(decoded.utf8) + Data(t.logs.text.utf8)
         #expect(everything.count > 10_000, "the scan read real files")
-        for value in Self.forbidden + [session.token, replayedToken, "test-key", "test-admin"] {
+        // Swedbank Pay's session tokens (GUIDs in the session links' paths, seed 002) are credentials too.
+        let upstreamTokens = t.simulator.state.withLock { Array($0.sessions.keys) }
+        #expect(!upstreamTokens.isEmpty)
+        for value in Self.forbidden + upstreamTokens + [session.token, replayedToken, "test-key", "test-admin"] {
             #expect(everything.range(of: Data(value.utf8)) == nil, "\(value.prefix(14)) reached the database, its WAL or the log")
         }
         // What support searches by is still there.

@@ -6,6 +6,12 @@ import Testing
 
 @Suite("Simulator")
 struct SimulatorTests {
+    /// 8-4-4-4-12 hex digits.
+    static func isGUID(_ s: String) -> Bool {
+        let groups = s.split(separator: "-", omittingEmptySubsequences: false)
+        return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+    }
+
     let client = UpstreamClient()
 
     func start(seed: UInt64 = 7, faults: [FaultRule] = []) throws -> Simulator {
@@ -91,6 +97,14 @@ struct SimulatorTests {
             #expect(v3doc["paymentOrder"]?["id"]?.stringValue != nil && v3doc["paymentorder"] == nil)
             let v3rels = v3doc["operations"]?.arrayValue?.compactMap { $0["rel"]?.stringValue } ?? []
             #expect(v3rels.contains("view-checkout") && v3rels.contains("view-paymentsession") && !v3rels.contains("view-paymentorder"))
+            // Seed 002's session link: a GUID names the session, and the tracking id is 32 hex digits of its own.
+            let link = try #require(v3doc["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "view-paymentsession" }?["href"]?.stringValue)
+            let (path, query) = (link.prefix { $0 != "?" }, link.drop { $0 != "?" }.dropFirst())
+            let sessionToken = String(path.split(separator: "/").last ?? "")
+            #expect(path.hasSuffix("/psp/paymentsessions/" + sessionToken) && Self.isGUID(sessionToken), "\(link)")
+            let trackingID = query.hasPrefix("_tc_tid=") ? String(query.dropFirst(8)) : ""
+            #expect(trackingID.utf8.count == 32 && trackingID.allSatisfy(\.isHexDigit), "\(link)")
+            #expect(!sessionToken.filter(\.isHexDigit).contains(trackingID.prefix(8)), "\(link)")
         }
         let missing = try await client.send(UpstreamRequest(url: sim.baseURL + "/psp/paymentorders/nope", headers: [("Authorization", "Bearer tok")]))
         #expect(missing.status == 404)
@@ -203,7 +217,7 @@ struct SimulatorTests {
         for n in numbers {
             let ids = IDs(n)
             #expect(IDs.number(orderID: ids.orderID) == n && IDs.number(sessionToken: ids.sessionToken) == n, "\(n)")
-            #expect(ids.orderID.utf8.count == 36 && ids.sessionToken.utf8.count == 64 && ids.orderToken.utf8.count == 64)
+            #expect(Self.isGUID(ids.orderID) && Self.isGUID(ids.sessionToken) && ids.orderToken.utf8.count == 64 && ids.trackingID.utf8.count == 32)
         }
         // Consecutive payments' ids sort in no order: about half go up, as random ones would
         // (ids that counted up, as before, all go up).

@@ -236,6 +236,29 @@ struct CoreSafetyTests {
         #expect(Redaction.redactURLQuery(once) == once)
     }
 
+    @Test("a payment session's GUID in a path is a token; payment order GUIDs and other GUIDs stay")
+    func sessionGUIDsAreTokens() throws {
+        // Seed 002's session link; its GUID is also the payment menu's token= in seed 000.
+        let guid = "5a17c24e-d459-4567-bbad-aa0f17a76119"
+        let href = "https://ecom.externalintegration.payex.com/psp/paymentsessions/\(guid)?_tc_tid=30f2168171e142d38bcd4af2c3721959"
+        #expect(Redaction.redactText(href) == "https://ecom.externalintegration.payex.com/psp/paymentsessions/…a76119?_tc_tid=30f2168171e142d38bcd4af2c3721959")
+        #expect(Redaction.redactTokens("POST /psp/paymentsessions/\(guid.uppercased())/prepare") == "POST /psp/paymentsessions/…A76119/prepare")
+        #expect(Redaction.redactTokens("/psp/paymentorders/\(guid)") == "/psp/paymentorders/\(guid)", "order ids stay searchable")
+        #expect(Redaction.redactTokens("id \(guid)") == "id \(guid)")
+        // Not a GUID, or a longer run: no cut by this rule.
+        #expect(Redaction.redactTokens("/psp/paymentsessions/\(guid)0") == "/psp/paymentsessions/\(guid)0")
+        #expect(Redaction.redactTokens("/psp/paymentsessions/\(guid.dropLast())") == "/psp/paymentsessions/\(guid.dropLast())")
+        #expect(Redaction.redactTokens("/psp/paymentsessions/x") == "/psp/paymentsessions/x")
+        // Stable, and the same in a body redacted as bytes, a path with no query included.
+        let once = Redaction.redactText(href)
+        #expect(Redaction.redactText(once) == once)
+        let body = #"{"path":"/psp/paymentsessions/\#(guid)/prepare","id":"/psp/paymentorders/\#(guid)","href":"\#(href)"}"#
+        let redacted = try #require(Redaction.redactJSON(Array(body.utf8)))
+        #expect(String(decoding: redacted, as: UTF8.self)
+                == #"{"path":"/psp/paymentsessions/…a76119/prepare","id":"/psp/paymentorders/\#(guid)","href":"\#(once)"}"#)
+        #expect(try JSONValue.parse(redacted) == Redaction.redact(try JSONValue.parse(Array(body.utf8))))
+    }
+
     @Test("constant-time comparison agrees with ==")
     func constantTime() {
         // Time-ordered ids: 10 hex digits of milliseconds, then the random part; later sorts after.
