@@ -56,6 +56,48 @@ public final class EventLog: Sendable {
         case answer(Store.RememberedAnswer)
     }
 
+    /// How long a session's phase between its first and its end may wait before it reaches the
+    /// session's row (`HeldPhases`).
+    static let phaseHold: Duration = .seconds(1)
+
+    /// The phases a session passes through between its creation and its end, held back from its
+    /// row for up to `phaseHold`: a later phase replaces a held one, and the end, written at once,
+    /// drops it. Each write of a session's row rewrites one of the table's 2 KiB pages in the WAL,
+    /// and a card payment changed phase three times (a fifth of its WAL bytes); one that ends
+    /// within the hold now writes its row twice, created and ended. What reads the row's phase
+    /// does not need it sooner: a restart only asks whether a session ended
+    /// (`PaymentSessionMachine.init(restoring:)`), and support sees a phase in progress at most
+    /// `phaseHold` late. The events record every change at once.
+    struct HeldPhases {
+        private var held: [String: (due: ContinuousClock.Instant, change: SessionUpdate)] = [:]
+
+        var isEmpty: Bool { held.isEmpty }
+
+        /// The rows to write now: all but the changes of a phase in progress alone, which are held.
+        mutating func take(_ rows: [RowWrite], now: ContinuousClock.Instant) -> [RowWrite] {
+            rows.filter { row in
+                guard case .sessionUpdate(let change) = row, let phase = change.phase else { return true }
+                if change.msisdnSuffix == nil && change.lastProblemType == nil && !Retention.endedPhases.contains(phase) {
+                    // The first hold's deadline stays, so a session's row is never more than `phaseHold` behind.
+                    held[change.id] = (held[change.id]?.due ?? now + EventLog.phaseHold, change)
+                    return false
+                }
+                held[change.id] = nil   // a later phase is written now
+                return true
+            }
+        }
+
+        /// The held changes due by `now`, or all of them when the log is closing.
+        func due(by now: ContinuousClock.Instant, all: Bool) -> [SessionUpdate] {
+            held.values.filter { all || $0.due <= now }.map(\.change)
+        }
+
+        /// Forgets changes that were committed.
+        mutating func written(_ changes: [SessionUpdate]) {
+            for change in changes { held[change.id] = nil }
+        }
+    }
+
     /// A `flush` or an `afterCommit` action waiting for the events and rows queued before it.
     struct Waiter {
         var events: UInt64
@@ -322,6 +364,7 @@ public final class EventLog: Sendable {
         // The queue and the writer trade buffers each pass, so appends land in room already
         // there; one a burst made large is let go.
         var taken: [Pending] = [], rows: [RowWrite] = []
+        var heldPhases = HeldPhases()
         func emptied<T>(_ buffer: inout [T]) {
             if buffer.capacity > Self.keptQueueCapacity { buffer = [] } else { buffer.removeAll(keepingCapacity: true) }
         }
@@ -337,8 +380,11 @@ public final class EventLog: Sendable {
                 return q.running
             }
             var pendingRows = rows
+            let now = ContinuousClock.now
+            var rowsNow = heldPhases.take(rows, now: now)
+            var duePhases = heldPhases.due(by: now, all: !running)
             var start = 0
-            while start < taken.count || !pendingRows.isEmpty {
+            while start < taken.count || !pendingRows.isEmpty || !duePhases.isEmpty {
                 let end = min(start + Self.maxBatch, taken.count)
                 let batch = taken[start..<end]
                 let began = ContinuousClock.now
@@ -354,10 +400,12 @@ public final class EventLog: Sendable {
                             nextCacheCheck = began + .seconds(1)
                         }
                         if indexing { try Self.indexSessionEvents(db) }
-                        for row in pendingRows { try Self.write(row, db) }
+                        for change in duePhases { try Self.apply(change, db) }
+                        for row in rowsNow { try Self.write(row, db) }
                         return try Self.insert(batch, db)
                     }
                     report(true)
+                    heldPhases.written(duePhases)
                     if indexing {
                         unindexed = 0
                         nextSessionIndexing = began + Self.sessionIndexingInterval
@@ -380,7 +428,7 @@ public final class EventLog: Sendable {
                         return q.takeDueWaiters()
                     }
                     deliver(ready)
-                    pendingRows = []
+                    (pendingRows, rowsNow, duePhases) = ([], [], [])
                     start = end
                 } catch {
                     report(false)
@@ -400,11 +448,12 @@ public final class EventLog: Sendable {
                         return
                     }
                     Thread.sleep(forTimeInterval: 0.1)
-                    pendingRows = []
+                    // The rows go back to the queue, the held phases stay held: both are tried again.
+                    (pendingRows, rowsNow, duePhases) = ([], [], [])
                     start = taken.count
                 }
             }
-            if !running {
+            if !running && heldPhases.isEmpty {
                 let done = queue.withLock { q -> [Completion]? in
                     guard q.events.isEmpty && q.rows.isEmpty else { return nil }
                     defer { q.waiters = [] }
@@ -475,8 +524,8 @@ public final class EventLog: Sendable {
 
     static func apply(_ change: SessionUpdate, _ db: Database) throws {
         if let phase = change.phase {
-            // Three or four a flow: bound as the events are. Only the last one clears the mark of a
-            // session in progress, so the others leave its index alone (v18).
+            // Bound as the events are. Only the last one clears the mark of a session in progress,
+            // so the others leave its index alone (v18).
             let sql = Retention.endedPhases.contains(phase) ? endSessionSQL : changePhaseSQL
             var binding = RawBinding(try db.cachedStatement(sql: sql).sqliteStatement)
             binding.bind(phase)

@@ -126,6 +126,39 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("a session's phase in progress reaches its row within the hold; its end at once, in place of a held one; closing writes what is held")
+    func phasesInProgressHeld() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try Store.open(path: dir.file("k.sqlite"))
+        for id in ["s1", "s2", "s3"] {
+            try await store.insertSession(Store.SessionRecord(id: id, clientTokenSHA256: "d", viewHref: "h", payeeReference: nil, paymentOrderID: nil,
+                                                              phase: "starting", createdAtMs: 1, updatedAtMs: 1))
+        }
+        store.eventLog.update(.init(id: "s1", phase: "awaitingInstrument", atMs: 2))
+        store.eventLog.update(.init(id: "s2", phase: "awaitingInstrument", atMs: 2))
+        store.eventLog.update(.init(id: "s2", phase: "attempting", atMs: 3))
+        store.eventLog.update(.init(id: "s2", phase: "completed", atMs: 4))
+        // A flush waits for the held changes' pass, not for the hold: pushes wait on the same accounting.
+        let flushed = ContinuousClock.now
+        #expect(await store.eventLog.flush())
+        #expect(flushed.duration(to: .now) < EventLog.phaseHold / 2)
+        #expect(try store.session(id: "s1")?.phase == "starting", "held")
+        #expect(try store.session(id: "s2")?.phase == "completed" && store.session(id: "s2")?.updatedAtMs == 4, "the end is written at once")
+
+        let held = ContinuousClock.now
+        while try store.session(id: "s1")?.phase == "starting", held.duration(to: .now) < .seconds(5) { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(held.duration(to: .now) < EventLog.phaseHold * 2)
+        #expect(try store.session(id: "s1")?.phase == "awaitingInstrument" && store.session(id: "s1")?.updatedAtMs == 2)
+        #expect(try store.session(id: "s2")?.phase == "completed", "a phase the end replaced is never written after it")
+
+        store.eventLog.update(.init(id: "s3", phase: "paymentMenu", atMs: 5))
+        await store.close()
+        let reopened = try Store.open(path: dir.file("k.sqlite"))
+        #expect(try reopened.session(id: "s3")?.phase == "paymentMenu", "closing writes the held phases")
+        await reopened.close()
+    }
+
     @Test("a flow's session, payment-order and idempotent-answer rows ride with the events' batch, no transaction of their own; a full disk refuses them in time and keeps them")
     func rowsRideAlong() async throws {
         let dir = TempDirectory()
@@ -148,7 +181,7 @@ struct StoreTests {
 
         // Queued while nothing can commit, so what follows is one writer pass: the rows with the events, in queue order.
         store.eventLog.upsert(paymentOrder: .init(payeeReference: "p1", paymentOrderID: "/psp/paymentorders/1", createdAtMs: 1))
-        store.eventLog.update(.init(id: "s1", phase: "ready", atMs: 2))
+        store.eventLog.update(.init(id: "s1", phase: "completed", atMs: 2))
         let first = Store.StoredAnswer(status: 201, contentType: "application/json", body: Array(#"{"id":"s1"}"#.utf8))
         store.eventLog.remember(.init(scope: "create", key: "k1", answer: first, atMs: 2))
         store.eventLog.remember(.init(scope: "create", key: "k1", answer: Store.StoredAnswer(status: 200, contentType: "text/plain", body: []), atMs: 3))
@@ -157,7 +190,7 @@ struct StoreTests {
         try await store.pool.write { db in try db.execute(sql: "PRAGMA max_page_count = 1073741823") }
         #expect(await store.eventLog.flush())
         #expect(store.eventLog.batchCount - batches == 1, "the rows and the events committed together")
-        #expect(try store.session(id: "s1")?.phase == "ready", "a refused row stays queued, is written once the disk takes it, and the update after it applies to it")
+        #expect(try store.session(id: "s1")?.phase == "completed", "a refused row stays queued, is written once the disk takes it, and the update after it applies to it")
         #expect(try store.paymentOrder(payeeReference: "p1")?.paymentOrderID == "/psp/paymentorders/1")
         #expect(try store.idempotentAnswer(scope: "create", key: "k1") == first, "the first answer for a key is kept")
         await store.close()
@@ -444,11 +477,19 @@ struct StoreTests {
         await store.eventLog.flush()
         let unfinished = try store.unfinishedSessions()
         #expect(unfinished.map(\.createdAtMs) == (0..<90).filter { !Retention.endedPhases.contains(phases[$0 % phases.count]) }.map(Int64.init))
-        for phase in ["failed", "completed", "attempting"] {
+        func found(_ phase: String) throws -> [Int64] {
             var query = Store.SessionQuery()
             (query.phase, query.limit) = (phase, 100)
-            #expect(try store.searchSessions(query).map(\.createdAtMs)
-                    == (0..<90).reversed().filter { phases[$0 % phases.count] == phase }.map(Int64.init), "\(phase)")
+            return try store.searchSessions(query).map(\.createdAtMs)
+        }
+        func expected(_ phase: String) -> [Int64] { (0..<90).reversed().filter { phases[$0 % phases.count] == phase }.map(Int64.init) }
+        // Phases in progress reach the rows within the hold (`EventLog.HeldPhases`).
+        let waiting = ContinuousClock.now
+        while try found("failed") != expected("failed") || found("attempting") != expected("attempting"), waiting.duration(to: .now) < .seconds(5) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        for phase in ["failed", "completed", "attempting"] {
+            #expect(try found(phase) == expected(phase), "\(phase)")
         }
         // The plans: the restart's query and a search for a phase in progress walk the small index;
         // a search by MSISDN suffix uses its index, which holds only the sessions that have one.
