@@ -133,6 +133,12 @@ struct SupportTests {
         #expect(doc["session"]?["state"]?.stringValue == "completed")
         #expect((doc["durationMs"]?.doubleValue ?? 0) > 0)
         #expect(events.contains { $0["kind"]?.stringValue == "upstream.response" && $0["durationMs"] != nil && $0["status"]?.intValue == 200 })
+        // A session in progress shows the phase its events last recorded, which its row may get up to a second later.
+        let (open, stream) = try await t.sessions.fetched()
+        await t.node.store.eventLog.flush()
+        let inProgress = try JSONValue.parse(try await admin(t, "/v1/admin/sessions/\(open.id)/timeline").body)
+        #expect(inProgress["session"]?["state"]?.stringValue == "awaitingInstrument")
+        stream.connection.close()
         await t.stop()
     }
 

@@ -95,7 +95,13 @@ struct SupportAPI: Sendable {
             rows.sort { ($0["atMs"]?.doubleValue ?? 0, $0["node"]?.stringValue ?? "", $0["id"]?.doubleValue ?? 0)
                 < ($1["atMs"]?.doubleValue ?? 0, $1["node"]?.stringValue ?? "", $1["id"]?.doubleValue ?? 0) }
         }
-        guard let session else { throw Problem.notFound("no session \(id)") }
+        guard var session else { throw Problem.notFound("no session \(id)") }
+        // The events have each change of phase at once; the row gets a phase in progress up to
+        // `EventLog.phaseHold` later.
+        if let phase = rows.last(where: { $0["kind"]?.stringValue == "state.transition" })?["data"]?["to"], case .object(var members) = session {
+            members["state"] = phase
+            session = .object(members)
+        }
         let start = Int64(rows.first?["atMs"]?.doubleValue ?? 0)
         var previous = start
         let steps: [JSONValue] = rows.map { row in
