@@ -211,14 +211,13 @@ extension Simulator {
             // examples/node.js/tests/patch.test.js); redirect-checkout and the view-checkout script's
             // path (developer.swedbankpay.com checkout-v3/get-started/display-payment-ui; no SDK reads
             // more of them than the rel).
-            let trackingID = p.trackingID
             operations = [
                 ["method": "GET", "rel": "redirect-checkout", "contentType": "text/html",
-                 "href": .string("\(base)/checkout/\(p.token)?_tc_tid=\(trackingID)")],
+                 "href": .string("\(base)/checkout/\(p.token)?_tc_tid=\(p.trackingID)")],
                 ["method": "GET", "rel": "view-checkout", "contentType": "application/javascript",
-                 "href": .string("\(base)/checkout/client/\(p.token)?culture=\(culture)&_tc_tid=\(trackingID)")],
+                 "href": .string("\(base)/checkout/client/\(p.token)?culture=\(culture)&_tc_tid=\(p.trackingID)")],
                 ["method": "GET", "rel": "view-paymentsession", "contentType": "application/javascript",
-                 "href": .string("\(base)/psp/paymentsessions/\(p.sessionToken)?_tc_tid=\(trackingID)")],
+                 "href": .string("\(base)/psp/paymentsessions/\(p.sessionToken)?_tc_tid=\(p.trackingID)")],
                 ["method": "PATCH", "rel": "abort", "contentType": "application/json", "href": .string("\(base)\(p.path)")],
             ]
             if p.instrument != nil {
