@@ -134,6 +134,9 @@ extension Simulator {
                     if msisdn.hasSuffix("0002") { outcome = .declined }
                     if msisdn.hasSuffix("0003") { outcome = .payerCancelled }
                 } else {
+                    // Seed 004 (Swish's merchant manual, 5.2): `swish://paymentrequest?token=…&callbackurl=…`,
+                    // the token from Swish's server in a form the manual does not show; here the 32 hex
+                    // digits of the session's GUID.
                     let callback = order.order["urls"]?["paymentUrl"]?.stringValue
                     launchURL = "swish://paymentrequest?token=\(session.token.filter(\.isHexDigit))"
                         + (callback.map { "&callbackurl=" + PaymentURLHelper.percentEncode($0) } ?? "")
