@@ -509,9 +509,14 @@ extension EdgeServer {
 
     // MARK: Connection caps
 
-    /// Whether a new connection may stay: its address is under its caps on open and half-open
-    /// connections. Refused ones are closed before they hold anything.
+    /// Whether a new connection may stay: the edge is under its cap on connections, and its
+    /// address under its caps on open and half-open ones. Refused ones are closed before they
+    /// hold anything.
     private func admits(descriptor fd: Int32) -> Bool {
+        guard confined.addresses.count < connectionCap else {
+            refusedConnectionCount.add(1, ordering: .relaxed)
+            return false
+        }
         guard let address = Self.peerAddress(fd) else { return true }
         let open = confined.openByAddress[address, default: 0], halfOpen = confined.halfOpenByAddress[address, default: 0]
         guard open < configuration.maxConnectionsPerAddress, halfOpen < configuration.maxHalfOpenPerAddress else {

@@ -49,6 +49,9 @@ public final class EdgeServer: @unchecked Sendable {
     var confined = Confined()
     var context: OpaquePointer? { loop.context }
     public private(set) var port: Int = 0
+    /// Connections open at once at most: `maxConnections`, or fewer when the hard file limit
+    /// cannot hold that many (set by `start`).
+    public private(set) var connectionCap: Int
 
     // C-owned memory that must outlive the context.
     private var protocols: UnsafeMutablePointer<lws_protocols>?
@@ -60,6 +63,7 @@ public final class EdgeServer: @unchecked Sendable {
     public init(configuration: EdgeConfiguration, handler: EdgeHandler) {
         self.configuration = configuration
         self.handler = handler
+        connectionCap = configuration.maxConnections
         customHeaderKeys = configuration.customHeaderNames.map { ($0.lowercased(), ($0.lowercased() + ":").utf8CString) }
     }
 
@@ -134,10 +138,13 @@ public final class EdgeServer: @unchecked Sendable {
             info.ssl_cert_filepath = UnsafePointer(tlsPaths?.0)
             info.ssl_private_key_filepath = UnsafePointer(tlsPaths?.1)
         }
-        let created: OpaquePointer? = configuration.host.withCString { iface in
-            info.iface = iface
-            return lws_create_context(&info)
+        let (created, cap) = DescriptorTable.sized(for: configuration.maxConnections) { () -> OpaquePointer? in
+            configuration.host.withCString { iface in
+                info.iface = iface
+                return lws_create_context(&info)
+            }
         }
+        connectionCap = cap
         guard let context = created else {
             throw EdgeStartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use or not available, or the TLS certificate and key do not load)")
         }

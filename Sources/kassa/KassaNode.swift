@@ -143,6 +143,10 @@ final class KassaNode: Service, Sendable {
         let exporting = traceExport.map { group in Task { try await group.run() } }
         logger.info("listening", metadata: ["address": "\(edge.configuration.host):\(port)", "db": "\(store.path)",
                                             "upstream": "\(simulator.map { "embedded simulator at \($0.baseURL)" } ?? gateway.configuration.upstreamURL)"])
+        if edge.connectionCap < edge.configuration.maxConnections {
+            logger.warning("the hard limit on open files holds fewer connections than --max-connections",
+                           metadata: ["maxConnections": "\(edge.configuration.maxConnections)", "held": "\(edge.connectionCap)"])
+        }
         onListening(port)
         // The periodic jobs run until the graceful stop cancels them.
         await cancelWhenGracefulShutdown { [self] in

@@ -69,6 +69,8 @@ struct Serve: AsyncParsableCommand {
     var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert. (KASSA_TLS_KEY)")
     var tlsKey: String?
+    @Option(name: .customLong("max-connections"), help: "Connections open at once from all addresses; more are closed on arrival. The file limit is raised to hold them (up to the hard limit). (KASSA_MAX_CONNECTIONS, default 16384)")
+    var maxConnections: Int?
     @Option(name: .customLong("max-connections-per-address"), help: "Connections open at once from one client address; more are closed on arrival. (KASSA_MAX_CONNECTIONS_PER_ADDRESS, default 4096)")
     var maxConnectionsPerAddress: Int?
     @Option(name: .customLong("max-half-open-per-address"), help: "Connections from one address without a whole request yet; more are closed on arrival. (KASSA_MAX_HALF_OPEN_PER_ADDRESS, default 256)")
@@ -148,12 +150,13 @@ struct Serve: AsyncParsableCommand {
             requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
             shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
         edge.maxWebSockets = try setting(maxWebSockets, "KASSA_MAX_WEBSOCKETS", default: 0)
+        edge.maxConnections = try setting(maxConnections, "KASSA_MAX_CONNECTIONS", default: 16_384)
         edge.maxConnectionsPerAddress = try setting(maxConnectionsPerAddress, "KASSA_MAX_CONNECTIONS_PER_ADDRESS", default: 4_096)
         edge.maxHalfOpenPerAddress = try setting(maxHalfOpenPerAddress, "KASSA_MAX_HALF_OPEN_PER_ADDRESS", default: 256)
         edge.maxHalfOpen = try setting(maxHalfOpen, "KASSA_MAX_HALF_OPEN", default: 1_024)
-        guard (1...1_000_000).contains(edge.maxConnectionsPerAddress), (1...65_000).contains(edge.maxHalfOpenPerAddress),
+        guard (16...1_048_576).contains(edge.maxConnections), (1...1_000_000).contains(edge.maxConnectionsPerAddress), (1...65_000).contains(edge.maxHalfOpenPerAddress),
               (16...65_000).contains(edge.maxHalfOpen) else {
-            throw ValidationError("--max-connections-per-address must be 1 to 1000000, --max-half-open-per-address 1 to 65000, --max-half-open 16 to 65000")
+            throw ValidationError("--max-connections must be 16 to 1048576, --max-connections-per-address 1 to 1000000, --max-half-open-per-address 1 to 65000, --max-half-open 16 to 65000")
         }
         edge.tlsCertificatePath = setting(tlsCert, "KASSA_TLS_CERT", default: "").nonEmpty
         edge.tlsKeyPath = setting(tlsKey, "KASSA_TLS_KEY", default: "").nonEmpty

@@ -2,10 +2,12 @@ import Foundation
 import KassaCore
 import KassaUpstream
 import Testing
+@testable import KassaEdge
 @testable import kassa
 
 /// Slow senders cannot starve the edge: per-address caps on open and half-open connections, a
 /// global cap on half-open ones that closes the longest-waiting, and header tables sized above it.
+/// The cap on all connections also sizes libwebsockets' descriptor table.
 @Suite("Connection caps: half-open floods")
 struct ConnectionCapsTests {
     let client = UpstreamClient()
@@ -69,5 +71,69 @@ struct ConnectionCapsTests {
         #expect(other == 200)
         withExtendedLifetime(kept) {}
         await t.stop()
+    }
+
+    /// In a child process: the cap sizes the process's descriptor table while the edge starts,
+    /// which a test process full of other tests' sockets cannot spare.
+    @Test("the edge holds no more connections than its cap, whatever their addresses; one that ends makes room; the process keeps its file limit")
+    func globalCap() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        var own = rlimit()
+        try #require(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &own) == 0 && own.rlim_max >= 8_192,
+                     "the test needs a hard file limit of at least 8192")
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("kassa.sqlite"), "--max-connections", "16"],
+                                 environment: ["KASSA_API_KEYS": "cap-key", "KASSA_ADMIN_TOKEN": "cap-admin",
+                                               "KASSA_UPSTREAM_URL": "http://127.0.0.1:1/"],
+                                 softFileLimit: 8_192)
+        let listening = try await onThread { p.waitForLog(message: "listening") }
+        let port = try #require(listening?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
+        // Kept-alive connections from different addresses, each answered once, so each is open and counted.
+        let held = try await onThread { () -> [(socket: RawSocket, status: Int?)] in
+            try (0..<16).map { a in
+                let socket = try RawSocket(port: port, timeoutSeconds: 2, source: "127.0.6.\(a + 1)")
+                try socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                return (socket, socket.readHTTPResponse()?.status)
+            }
+        }
+        #expect(held.map(\.status) == Array(repeating: 200, count: 16))
+        let over = try await onThread { try RawSocket(port: port, timeoutSeconds: 2, source: "127.0.6.99") }
+        #expect(try await onThread { over.closesWithNothingMore() }, "a seventeenth connection is closed on arrival")
+        held[0].socket.hangUp()
+        try await Task.sleep(for: .milliseconds(300))
+        let scrape = try await onThread { () -> (Int?, String) in
+            let socket = try RawSocket(port: port, timeoutSeconds: 2, source: "127.0.6.99")
+            try socket.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            let answer = socket.readHTTPResponse()
+            return (answer?.status, answer?.body ?? "")
+        }
+        #expect(scrape.0 == 200, "the connection that ended made room")
+        #expect(scrape.1.split(separator: "\n").contains("kassa_connections_refused_total 1"))
+        // The limit was lowered (to 16 and the reserve) only while the edge's context was made.
+        let limits = try String(contentsOfFile: "/proc/\(p.child.pid)/limits", encoding: .utf8)
+        let openFiles = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?.split(separator: " ")
+        #expect(openFiles?.dropFirst(3).first == "8192", "the process keeps its soft limit: \(openFiles ?? [])")
+        withExtendedLifetime(held) {}
+        p.signal(SIGTERM)
+        #expect(try await onThread { p.waitForExit() } == 0)
+    }
+
+    @Test("libwebsockets' descriptor table is sized by the cap: a higher file limit is lowered only while the context is made, a lower one raised for good, up to the hard limit")
+    func descriptorTableSizedByCap() {
+        let reserve = DescriptorTable.reserve
+        // A container's usual limit: the table is what the cap needs, the process keeps its limit.
+        #expect(DescriptorTable.plan(soft: 1_048_576, hard: 1_048_576, connections: 16_384)
+                == .init(whileMaking: rlim_t(16_384 + reserve), after: 1_048_576, connections: 16_384))
+        // A login shell's usual 1 024: raised for good, since the connections need the descriptors.
+        #expect(DescriptorTable.plan(soft: 1_024, hard: 524_288, connections: 16_384)
+                == .init(whileMaking: rlim_t(16_384 + reserve), after: rlim_t(16_384 + reserve), connections: 16_384))
+        // A hard limit below the cap: the table holds what it allows, less the reserve.
+        #expect(DescriptorTable.plan(soft: 1_024, hard: 4_096, connections: 16_384)
+                == .init(whileMaking: 4_096, after: 4_096, connections: 4_096 - reserve))
+        // A small hard limit keeps three quarters for connections; no limit at all is no trap.
+        #expect(DescriptorTable.plan(soft: 256, hard: 256, connections: 16_384).connections == 192)
+        let unlimited = rlim_t.max  // RLIM_INFINITY
+        #expect(DescriptorTable.plan(soft: unlimited, hard: unlimited, connections: 1_048_576)
+                == .init(whileMaking: rlim_t(1_048_576 + reserve), after: unlimited, connections: 1_048_576))
     }
 }

@@ -11,10 +11,12 @@ var kassaBinary: String {
 final class KassaProcess: @unchecked Sendable {
     let child: ChildProcess
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// `softFileLimit` starts it under that soft limit on open files (through the shell's `ulimit`).
+    init(_ arguments: [String], environment: [String: String] = [:], softFileLimit: Int? = nil) throws {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KASSA_") }
         env.merge(environment) { $1 }
-        child = try ChildProcess([kassaBinary] + arguments, environment: env)
+        let launcher = softFileLimit.map { ["/bin/sh", "-c", "ulimit -Sn \($0) && exec \"$@\"", "sh"] } ?? []
+        child = try ChildProcess(launcher + [kassaBinary] + arguments, environment: env)
     }
 
     var stdout: String { child.stdoutText }
