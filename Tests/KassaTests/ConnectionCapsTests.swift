@@ -85,7 +85,7 @@ struct ConnectionCapsTests {
         let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("kassa.sqlite"), "--max-connections", "16"],
                                  environment: ["KASSA_API_KEYS": "cap-key", "KASSA_ADMIN_TOKEN": "cap-admin",
                                                "KASSA_UPSTREAM_URL": "http://127.0.0.1:1/"],
-                                 softFileLimit: 8_192)
+                                 ulimit: "-Sn 8192")
         let listening = try await onThread { p.waitForLog(message: "listening") }
         let port = try #require(listening?["address"]?.stringValue?.split(separator: ":").last.flatMap { Int($0) })
         // Kept-alive connections from different addresses, each answered once, so each is open and counted.
@@ -114,6 +114,22 @@ struct ConnectionCapsTests {
         let openFiles = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?.split(separator: " ")
         #expect(openFiles?.dropFirst(3).first == "8192", "the process keeps its soft limit: \(openFiles ?? [])")
         withExtendedLifetime(held) {}
+        p.signal(SIGTERM)
+        #expect(try await onThread { p.waitForExit() } == 0)
+    }
+
+    @Test("under a hard file limit lower than the cap, the edge holds what the limit allows and says so at start")
+    func hardLimitBelowCap() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("kassa.sqlite")],
+                                 environment: ["KASSA_API_KEYS": "cap-key", "KASSA_ADMIN_TOKEN": "cap-admin",
+                                               "KASSA_UPSTREAM_URL": "http://127.0.0.1:1/"],
+                                 ulimit: "-n 2000")
+        let warning = try await onThread { p.waitForLog(message: "the hard limit on open files holds fewer connections than --max-connections") }
+        #expect(warning?["level"]?.stringValue == "warning")
+        #expect(warning?["maxConnections"]?.stringValue == "16384")
+        #expect(warning?["held"]?.stringValue == "1500", "2 000 descriptors less a quarter kept for the rest of the process")
         p.signal(SIGTERM)
         #expect(try await onThread { p.waitForExit() } == 0)
     }

@@ -11,11 +11,11 @@ var kassaBinary: String {
 final class KassaProcess: @unchecked Sendable {
     let child: ChildProcess
 
-    /// `softFileLimit` starts it under that soft limit on open files (through the shell's `ulimit`).
-    init(_ arguments: [String], environment: [String: String] = [:], softFileLimit: Int? = nil) throws {
+    /// `ulimit` starts it under those limits (the shell's `ulimit` options, e.g. `-Sn 8192`).
+    init(_ arguments: [String], environment: [String: String] = [:], ulimit: String? = nil) throws {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KASSA_") }
         env.merge(environment) { $1 }
-        let launcher = softFileLimit.map { ["/bin/sh", "-c", "ulimit -Sn \($0) && exec \"$@\"", "sh"] } ?? []
+        let launcher = ulimit.map { ["/bin/sh", "-c", "ulimit \($0) && exec \"$@\"", "sh"] } ?? []
         child = try ChildProcess(launcher + [kassaBinary] + arguments, environment: env)
     }
 
