@@ -28,7 +28,9 @@ public struct EdgeConfiguration: Sendable {
     public var maxWebSockets = 0
     /// Connections open at once from all addresses; more are closed as they arrive. It also
     /// sizes libwebsockets' descriptor table, which is walked on every close (`DescriptorTable`).
-    public var maxConnections = 16_384
+    public var maxConnections = EdgeConfiguration.defaultMaxConnections
+    /// `--max-connections`' default; also what the WebSocket client's table is sized for unless told.
+    public static let defaultMaxConnections = 16_384
     /// Connections open at once from one client address; more are closed as they arrive.
     public var maxConnectionsPerAddress = 4_096
     /// Connections from one client address that have not yet sent a whole request (or sit idle

@@ -60,7 +60,9 @@ public final class WebSocketClient: @unchecked Sendable {
     private var masks = WebSocketFraming.MaskKeys()
     static let nextID = Atomic<UInt64>(1)
 
-    public init(protocol name: String = "kassa.v1") throws {
+    /// `descriptors`: what the process may hold open at once, which sizes libwebsockets'
+    /// descriptor table (`DescriptorTable`: it is walked on every close).
+    public init(protocol name: String = "kassa.v1", descriptors: Int = EdgeConfiguration.defaultMaxConnections) throws {
         protocolName = strdup(name)
         let table = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
         table.initialize(repeating: lws_protocols(), count: 2)
@@ -75,7 +77,7 @@ public final class WebSocketClient: @unchecked Sendable {
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.count_threads = 1
         loop.configure(&info)
-        guard let context = lws_create_context(&info) else {
+        guard let context = DescriptorTable.sized(for: descriptors, { lws_create_context(&info) }).0 else {
             throw WebSocketClientError(description: "cannot create the libwebsockets client context")
         }
         loop.start(context, name: "kassa-ws-client") { [self] in

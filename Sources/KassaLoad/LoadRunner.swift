@@ -43,7 +43,7 @@ public final class LoadRunner: Sendable {
         self.target = target
         self.apiKey = apiKey
         self.scenario = scenario
-        webSockets = try (0..<scenario.threads).map { _ in try WebSocketClient() }
+        webSockets = try (0..<scenario.threads).map { _ in try WebSocketClient(descriptors: scenario.openFilesWanted) }
     }
 
     /// Runs the scenario to its end; `progress` gets one line a second. Returns the JSON report.

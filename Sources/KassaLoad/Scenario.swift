@@ -46,7 +46,7 @@ public struct Scenario: Sendable {
 
     /// Open files the run can need at once: each virtual client's subscribers, its HTTP
     /// connection and, briefly, a replacement socket on reconnect; a quarter more and a few
-    /// hundred for the runtime. `kassa load` sets its soft limit to this (see `sizeOpenFileLimit`).
+    /// hundred for the runtime. The load client's contexts are sized by it (`WebSocketClient(descriptors:)`).
     public var openFilesWanted: Int {
         let sockets = clients * (subscribersPerSession + 2)
         return max(1_024, sockets + sockets / 4 + 256)

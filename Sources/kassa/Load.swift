@@ -57,7 +57,6 @@ struct Load: AsyncParsableCommand {
             plan.arrivalsPerSecond = rate
             plan.iterations = nil
         }
-        sizeOpenFileLimit(for: plan)
         let runner = try LoadRunner(target: target, apiKey: key, scenario: plan)
         let report = await runner.run { line in printToTerminal(line) }
         print(LoadRunner.text(report))
@@ -70,15 +69,4 @@ struct Load: AsyncParsableCommand {
         let protocolErrors = report["protocolErrors"]?.intValue ?? 0
         if failed > 0 || protocolErrors > 0 { throw ExitCode(2) }
     }
-}
-
-/// Sets the soft limit on open files to what the scenario can hold at once, at most the hard
-/// limit. Not simply the hard limit: libwebsockets sizes each context's descriptor table by it
-/// and scans the whole table whenever a socket opens or closes (a consistency check in the
-/// distribution's build): a limit far above the sockets in use makes every open and close slow.
-func sizeOpenFileLimit(for plan: Scenario) {
-    var limit = rlimit()
-    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
-    limit.rlim_cur = min(rlim_t(plan.openFilesWanted), limit.rlim_max)
-    _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
 }

@@ -150,7 +150,7 @@ struct Serve: AsyncParsableCommand {
             requestTimeoutSeconds: try setting(requestTimeout, "KASSA_REQUEST_TIMEOUT", default: 10),
             shutdownGraceSeconds: Double(try setting(shutdownGrace, "KASSA_SHUTDOWN_GRACE", default: 5)))
         edge.maxWebSockets = try setting(maxWebSockets, "KASSA_MAX_WEBSOCKETS", default: 0)
-        edge.maxConnections = try setting(maxConnections, "KASSA_MAX_CONNECTIONS", default: 16_384)
+        edge.maxConnections = try setting(maxConnections, "KASSA_MAX_CONNECTIONS", default: EdgeConfiguration.defaultMaxConnections)
         edge.maxConnectionsPerAddress = try setting(maxConnectionsPerAddress, "KASSA_MAX_CONNECTIONS_PER_ADDRESS", default: 4_096)
         edge.maxHalfOpenPerAddress = try setting(maxHalfOpenPerAddress, "KASSA_MAX_HALF_OPEN_PER_ADDRESS", default: 256)
         edge.maxHalfOpen = try setting(maxHalfOpen, "KASSA_MAX_HALF_OPEN", default: 1_024)
