@@ -69,7 +69,13 @@ public final class EventLog: Sendable {
     /// (`PaymentSessionMachine.init(restoring:)`), and support sees a phase in progress at most
     /// `phaseHold` late. The events record every change at once.
     struct HeldPhases {
-        private var held: [String: (due: ContinuousClock.Instant, change: SessionUpdate)] = [:]
+        private var held: [String: (due: ContinuousClock.Instant, hold: UInt64, change: SessionUpdate)] = [:]
+        /// The holds in the order they began, which is the order they fall due (each `phaseHold`
+        /// after it began), so a writer pass reads only the due ones rather than every held phase.
+        /// A hold written or dropped since stays here until it reaches the front.
+        private var order: [(id: String, hold: UInt64)] = []
+        private var front = 0
+        private var holds: UInt64 = 0
 
         var isEmpty: Bool { held.isEmpty }
 
@@ -79,7 +85,13 @@ public final class EventLog: Sendable {
                 guard case .sessionUpdate(let change) = row, let phase = change.phase else { return true }
                 if change.msisdnSuffix == nil && change.lastProblemType == nil && !Retention.endedPhases.contains(phase) {
                     // The first hold's deadline stays, so a session's row is never more than `phaseHold` behind.
-                    held[change.id] = (held[change.id]?.due ?? now + EventLog.phaseHold, change)
+                    if let first = held[change.id] {
+                        held[change.id] = (first.due, first.hold, change)
+                    } else {
+                        holds += 1
+                        held[change.id] = (now + EventLog.phaseHold, holds, change)
+                        order.append((change.id, holds))
+                    }
                     return false
                 }
                 held[change.id] = nil   // a later phase is written now
@@ -88,8 +100,26 @@ public final class EventLog: Sendable {
         }
 
         /// The held changes due by `now`, or all of them when the log is closing.
-        func due(by now: ContinuousClock.Instant, all: Bool) -> [SessionUpdate] {
-            held.values.filter { all || $0.due <= now }.map(\.change)
+        mutating func due(by now: ContinuousClock.Instant, all: Bool) -> [SessionUpdate] {
+            if all { return held.values.map(\.change) }
+            func current(_ index: Int) -> (due: ContinuousClock.Instant, hold: UInt64, change: SessionUpdate)? {
+                held[order[index].id].flatMap { $0.hold == order[index].hold ? $0 : nil }
+            }
+            while front < order.count, current(front) == nil { front += 1 }
+            if front > 4_096 && front * 2 > order.count {
+                order.removeFirst(front)
+                front = 0
+            }
+            var due: [SessionUpdate] = []
+            var index = front
+            while index < order.count {
+                if let entry = current(index) {
+                    guard entry.due <= now else { break }
+                    due.append(entry.change)
+                }
+                index += 1
+            }
+            return due
         }
 
         /// Forgets changes that were committed.

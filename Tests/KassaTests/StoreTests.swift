@@ -462,6 +462,40 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("held phases fall due in the order their holds began, each hold once, a later phase keeping the first deadline; a phase written or ended since is not due")
+    func heldPhasesFallDueInOrder() {
+        var held = EventLog.HeldPhases()
+        let start = ContinuousClock.now
+        func at(_ ms: Int) -> ContinuousClock.Instant { start + .milliseconds(ms) }
+        func update(_ id: String, _ phase: String) -> EventLog.RowWrite { .sessionUpdate(.init(id: id, phase: phase)) }
+        func ids(_ changes: [EventLog.SessionUpdate]) -> [String] { changes.map { "\($0.id):\($0.phase ?? "")" } }
+        #expect(held.take([update("a", "attempting"), update("b", "attempting"), update("c", "attempting")], now: at(0)).isEmpty)
+        #expect(held.take([update("d", "attempting")], now: at(300)).isEmpty)
+        // A later phase of a: held in place of the first, due at the first's deadline.
+        #expect(held.take([update("a", "waitingForRedirect")], now: at(500)).isEmpty)
+        // b ends: written now, its hold dropped.
+        #expect(held.take([update("b", "completed")], now: at(600)).count == 1)
+        #expect(ids(held.due(by: at(999), all: false)) == [])
+        #expect(ids(held.due(by: at(1_000), all: false)) == ["a:waitingForRedirect", "c:attempting"])
+        // Not written (the pass failed): due again.
+        #expect(ids(held.due(by: at(1_100), all: false)) == ["a:waitingForRedirect", "c:attempting"])
+        held.written([.init(id: "a"), .init(id: "c")])
+        // b held again after its end was dropped: a new hold, due after d's.
+        #expect(held.take([update("b", "attempting")], now: at(1_200)).isEmpty)
+        #expect(ids(held.due(by: at(1_299), all: false)) == [])
+        #expect(ids(held.due(by: at(2_200), all: false)) == ["d:attempting", "b:attempting"])
+        #expect(Set(ids(held.due(by: at(0), all: true))) == ["d:attempting", "b:attempting"])
+        held.written([.init(id: "d"), .init(id: "b")])
+        #expect(held.isEmpty && held.due(by: at(10_000), all: false).isEmpty)
+        // Many holds: only the due ones come back, in order, however long the queue grew.
+        for i in 0..<10_000 { _ = held.take([update("s\(i)", "attempting")], now: at(20_000 + i)) }
+        let due = held.due(by: at(21_004), all: false)
+        #expect(ids(due) == (0...4).map { "s\($0):attempting" })
+        held.written(due)
+        for i in 5..<9_000 { _ = held.take([update("s\(i)", "completed")], now: at(30_000)) }
+        #expect(ids(held.due(by: at(40_000), all: false)) == (9_000..<10_000).map { "s\($0):attempting" })
+    }
+
     @Test("sessions in progress are found through their own small index, at a restart and by a search for their phase; ended phases are the machine's terminal ones; the MSISDN index holds only sessions with one")
     func unfinishedSessionsIndex() async throws {
         #expect(Retention.endedPhases == PaymentSessionMachine.Phase.allCases.filter(\.isTerminal).map(\.rawValue))
