@@ -158,6 +158,9 @@ print(json.dumps({
     # The gateway's own push latency (state change to frame written), from its histogram's buckets.
     "gatewayPushP99Ms": bucket_quantile("kassa_push_latency_seconds", 0.99),
     "gatewayPushP50Ms": bucket_quantile("kassa_push_latency_seconds", 0.50),
+    # Its first part: state change to commit and hand-off to the edge, once a push.
+    "gatewayPushCommitP99Ms": bucket_quantile("kassa_push_commit_wait_seconds", 0.99),
+    "gatewayPushCommitP50Ms": bucket_quantile("kassa_push_commit_wait_seconds", 0.50),
     # Where the machine's CPU went during the run: gateway and simulator from /proc, the client from its report.
     "cpuSeconds": {k: round(v, 2) for k, v in cpu.items()},
     "cpuMsPerFlow": per(report["completed"], 1e3),

@@ -48,6 +48,15 @@ struct ObservabilityTests {
         #expect(text.contains(#"kassa_upstream_requests_total{operation="start-payment-attempt",status="200"} 1"#))
         #expect(text.contains(#"kassa_problems_total{type="urn:kassa:problem:not-found"} 2"#))
         #expect(text.contains("kassa_push_latency_seconds_count"))
+        // Each push's wait for its commit is counted once, and is part of its latency (one subscriber: one frame a push).
+        func sample(_ name: String) -> Double? {
+            text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        let pushes = text.split(separator: "\n").filter { $0.hasPrefix("kassa_pushes_total{") }
+            .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
+        #expect(pushes >= 2 && sample("kassa_push_commit_wait_seconds_count") == pushes)
+        #expect(sample("kassa_push_latency_seconds_count") == pushes)
+        #expect((sample("kassa_push_commit_wait_seconds_sum") ?? .infinity) <= (sample("kassa_push_latency_seconds_sum") ?? 0))
         #expect(text.contains("kassa_eventlog_batch_size_count"))
         #expect(text.contains("kassa_process_resident_memory_bytes"))
         // SQLite's memory is counted (its page caches hold the flow's pages now).

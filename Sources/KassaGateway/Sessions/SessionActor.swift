@@ -357,7 +357,9 @@ actor SessionActor {
             // Counted as sent before the frames go, so a client that has read a frame and then asks
             // for the snapshot never finds a `seq` behind it.
             self.sentUpTo.store(target, ordering: .releasing)
+            let committed = ContinuousClock.now
             for push in ready {
+                if let made = push.madeAt { environment.pushCommitted(after: made.duration(to: committed)) }
                 for connection in connections { environment.send(push.text, to: connection, stamp: push.madeAt) }
             }
             for span in spans { span.end() }

@@ -27,6 +27,8 @@ protocol SessionEnvironment: AnyObject, Sendable {
     func send(_ frame: [UInt8], to connection: UInt64, stamp: ContinuousClock.Instant?)
     func phaseChanged(id: String, traceID: String, root: ServiceContext, from: PaymentSessionMachine.Phase?, to: PaymentSessionMachine.Phase)
     func pushed(type: String, problemType: String?)
+    /// A push was committed and handed to the edge `wait` after it was made.
+    func pushCommitted(after wait: Duration)
     /// The session as the store has it, for an actor that was dropped from memory after it was found.
     func readBack(_ id: String) -> SessionActor?
     func nowMs() -> Int64
@@ -346,6 +348,8 @@ final class SessionService: SessionEnvironment {
             logger.log(level: level, "session \(phase.rawValue)", metadata: metadata.merging(telemetry.logMetadata(root)) { $1 })
         }
     }
+
+    func pushCommitted(after wait: Duration) { metrics.pushCommitted(after: wait) }
 
     func pushed(type: String, problemType: String?) {
         metrics.pushed(type: type)
