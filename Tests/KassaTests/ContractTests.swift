@@ -77,6 +77,9 @@ struct ContractTests {
             let cut = try #require(text.range(of: ",\"mobileSDK\":"))
             let upstreamPart = try JSONValue.parse(Array((text[..<cut.lowerBound] + "}").utf8))
             #expect(upstreamPart == upstream, "the forwarded part is the order as Swedbank Pay answered it")
+            // Instrument mode's valid instruments are the order's available ones (seed 000).
+            let available = try #require(upstreamPart["paymentOrder"]?["availableInstruments"])
+            #expect(available.arrayValue?.isEmpty == false && answer["mobileSDK"]?["validInstruments"] == available)
 
             // v3 instrument mode the SDKs' way: PATCH …/patch with the set-instrument href.
             let href = try #require(answer["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == "set-instrument" }?["href"]?.stringValue)
@@ -166,23 +169,37 @@ struct ContractTests {
         let v2: JSONValue = ["paymentorder": ["id": "/psp/paymentorders/1"],
                              "operations": [["rel": "view-paymentorder", "method": "GET", "href": "https://ecom.example/paymentmenu/x"],
                                             ["rel": "update-paymentorder-setinstrument", "method": "PATCH", "href": "https://api.example/psp/paymentorders/1"]]]
-        let a = try MerchantAPI.PaymentOrderAnswer.read(v2).get()
+        let a = try #require(MerchantAPI.PaymentOrderAnswer.decode(v2.bytes)).get()
         #expect(a.id == "/psp/paymentorders/1" && a.viewPaymentSession == nil)
         #expect(a.setInstrumentHref == "https://api.example/psp/paymentorders/1")
         // A v2 answer spelled paymentOrder (what the sample backend reads even for v2).
         let camel: JSONValue = ["paymentOrder": ["id": "/psp/paymentorders/2"],
                                 "operations": [["rel": "view-paymentorder", "method": "GET", "href": "https://ecom.example/paymentmenu/y"]]]
-        #expect((try? MerchantAPI.PaymentOrderAnswer.read(camel).get())?.id == "/psp/paymentorders/2")
+        #expect((try? MerchantAPI.PaymentOrderAnswer.decode(camel.bytes)?.get())?.id == "/psp/paymentorders/2")
         // Seed 002's v3 answer.
         let v3: JSONValue = ["paymentOrder": ["id": "/psp/paymentorders/3"],
                              "operations": [["rel": "view-checkout", "method": "GET", "href": "https://ecom.example/checkout/z"],
                                             ["rel": "view-paymentsession", "method": "GET", "href": "https://ecom.example/psp/paymentsessions/t"],
                                             ["rel": "set-instrument", "method": "PATCH", "href": "https://api.example/psp/paymentorders/3"]]]
-        let b = try MerchantAPI.PaymentOrderAnswer.read(v3).get()
+        let b = try #require(MerchantAPI.PaymentOrderAnswer.decode(v3.bytes)).get()
         #expect(b.viewPaymentSession == "https://ecom.example/psp/paymentsessions/t")
         #expect(b.setInstrumentHref == "https://api.example/psp/paymentorders/3")
         // Neither view operation: refused.
-        #expect((try? MerchantAPI.PaymentOrderAnswer.read(["paymentOrder": ["id": "x"], "operations": []]).get()) == nil)
+        #expect((try? MerchantAPI.PaymentOrderAnswer.decode((["paymentOrder": ["id": "x"], "operations": []] as JSONValue).bytes)?.get()) == nil)
+        // Read from the bytes as the tree was read: the first operation of a rel counts, even without
+        // an href; paymentOrder before paymentorder, wherever each stands; the instruments kept.
+        let both = Array(#"{"operations":[{"rel":"view-checkout","href":"v"},{"rel":"set-instrument"},{"rel":"set-instrument","href":"late"},"#.utf8)
+            + Array(#"{"rel":"update-paymentorder-setinstrument","href":"u"}],"paymentorder":{"id":"lower"},"#.utf8)
+            + Array(#""paymentOrder":{"id":"camel","availableInstruments":["CreditCard","Swish"],"amount":1500}}"#.utf8)
+        let read = try #require(MerchantAPI.PaymentOrderAnswer.decode(both)).get()
+        #expect(read.id == "camel" && read.setInstrumentHref == nil && read.viewPaymentSession == nil)
+        #expect(read.availableInstruments == ["CreditCard", "Swish"])
+        let noID = Array(#"{"paymentOrder":{"amount":1},"paymentorder":{"id":"lower"},"operations":[{"rel":"view-paymentorder"}]}"#.utf8)
+        #expect(throws: MerchantAPI.PaymentOrderAnswer.Refusal.self) { try MerchantAPI.PaymentOrderAnswer.decode(noID)?.get() }
+        // Not one JSON object: nil (the gateway answers 502), as for a duplicate member.
+        for body in ["[]", "", "{\"operations\":[]} x", "{\"a\":1,\"a\":2}", "\"text\""] {
+            #expect(MerchantAPI.PaymentOrderAnswer.decode(Array(body.utf8)) == nil, "\(body)")
+        }
         // The ecom sibling of Swedbank Pay's API host serves view-paymentsession (seed 002).
         #expect(SwedbankPayClient.hosts(servingSessionsFor: "api.externalintegration.payex.com")
                 == ["api.externalintegration.payex.com", "ecom.externalintegration.payex.com"])

@@ -112,21 +112,59 @@ extension MerchantAPI {
         var id: String
         var setInstrumentHref: String?
         var viewPaymentSession: String?
+        /// The order's `availableInstruments` (instrument mode's `mobileSDK.validInstruments`).
+        var availableInstruments: JSONValue = .array([])
 
         /// Reads `paymentOrder` (v3; what the SDKs decode and seed 002 shows) or `paymentorder`
         /// (seed 000), with `view-checkout` (v3) or `view-paymentorder` (v2), as
         /// swedbank-pay-sdk-android mobilesdk-merchantbackend/…/MerchantBackendConfiguration.kt reads them.
-        static func read(_ document: JSONValue) -> Result<PaymentOrderAnswer, Refusal> {
-            guard MerchantAPI.operation(document, rel: "view-checkout") != nil || MerchantAPI.operation(document, rel: "view-paymentorder") != nil else {
+        /// From the bytes, with no tree but the instruments (the answer itself is forwarded as it
+        /// came); an operation is the first of its `rel`. Nil when the body is not one JSON object.
+        static func decode(_ body: [UInt8]) -> Result<PaymentOrderAnswer, Refusal>? {
+            typealias Order = (id: String?, instruments: JSONValue?)
+            var camel: Order?, lower: Order?
+            var operations: [String: String?] = [:]   // rel → the first such operation's href
+            func order(_ r: inout JSONReader) throws(JSONParseError) -> Order {
+                var order: Order = (nil, nil)
+                _ = try r.object { r, member throws(JSONParseError) in
+                    switch member {
+                    case "id": order.id = try r.string()
+                    case "availableInstruments": order.instruments = try r.value()
+                    default: break
+                    }
+                }
+                return order
+            }
+            guard (try? JSONReader.read(body, { r throws(JSONParseError) -> Bool in
+                try r.object { r, member throws(JSONParseError) in
+                    switch member {
+                    case "paymentOrder": camel = try order(&r)
+                    case "paymentorder": lower = try order(&r)
+                    case "operations":
+                        _ = try r.array { r throws(JSONParseError) in
+                            var rel: String?, href: String?
+                            _ = try r.object { r, member throws(JSONParseError) in
+                                switch member {
+                                case "rel": rel = try r.string()
+                                case "href": href = try r.string()
+                                default: break
+                                }
+                            }
+                            if let rel, operations[rel] == nil { operations[rel] = .some(href) }
+                        }
+                    default: break
+                    }
+                }
+            })) == true else { return nil }
+            guard operations["view-checkout"] != nil || operations["view-paymentorder"] != nil else {
                 return .failure(Refusal(reason: "the Swedbank Pay answer holds neither view-checkout nor view-paymentorder"))
             }
-            guard let id = (document["paymentOrder"] ?? document["paymentorder"])?["id"]?.stringValue else {
-                return .failure(Refusal(reason: "the Swedbank Pay answer holds no paymentOrder.id"))
-            }
-            let setInstrument = MerchantAPI.operation(document, rel: "set-instrument") ?? MerchantAPI.operation(document, rel: "update-paymentorder-setinstrument")
-            return .success(PaymentOrderAnswer(
-                id: id, setInstrumentHref: setInstrument?["href"]?.stringValue,
-                viewPaymentSession: MerchantAPI.operation(document, rel: "view-paymentsession")?["href"]?.stringValue))
+            let chosen = camel ?? lower
+            guard let id = chosen?.id else { return .failure(Refusal(reason: "the Swedbank Pay answer holds no paymentOrder.id")) }
+            let setInstrument = operations["set-instrument"] ?? operations["update-paymentorder-setinstrument"]
+            return .success(PaymentOrderAnswer(id: id, setInstrumentHref: setInstrument ?? nil,
+                                               viewPaymentSession: operations["view-paymentsession"] ?? nil,
+                                               availableInstruments: chosen?.instruments ?? .array([])))
         }
     }
 
@@ -174,14 +212,15 @@ extension MerchantAPI {
         var body = input.document.objectValue ?? [:]
         body["paymentorder"] = .object(order)
 
-        let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
-                                                     url: swedbankPay.url("/psp/paymentorders"), body: .object(body), traceID: traceID,
-                                                     sessionID: sessionID, version: version))
+        let (result, problem, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
+                                                      url: swedbankPay.url("/psp/paymentorders"), body: .object(body), traceID: traceID,
+                                                      sessionID: sessionID, version: version, parsesSuccessfulAnswer: false))
         var recorded: PaymentOrderAnswer?
-        var response = try forward(result, parsed) { document in
-            switch PaymentOrderAnswer.read(document) {
-            case .success(let answer): recorded = answer; return nil
-            case .failure(let refusal): return refusal.reason
+        var response = try forward(result, problem) { body in
+            switch PaymentOrderAnswer.decode(body) {
+            case nil: return .notJSON
+            case .failure(let refusal)?: return .refused(refusal.reason)
+            case .success(let answer)?: recorded = answer; return .accepted
             }
         }
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
@@ -202,7 +241,7 @@ extension MerchantAPI {
                                        traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))
         if recorded.setInstrumentHref != nil {
-            response = Self.addMobileSDK(response, document: parsed, payeeReference: payeeReference)
+            response = Self.addMobileSDK(response, instruments: recorded.availableInstruments, payeeReference: payeeReference)
         }
         return CreatedPaymentOrder(response: response, payeeReference: payeeReference, paymentOrderID: recorded.id,
                                    viewPaymentSession: recorded.viewPaymentSession)
@@ -235,7 +274,8 @@ extension MerchantAPI {
                                                      url: href, body: input.document, traceID: context.traceID,
                                                      version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         let response = try forward(result, parsed) { _ in nil }
-        return Self.addMobileSDK(response, document: parsed, payeeReference: reference)
+        let instruments = parsed.flatMap { ($0["paymentOrder"] ?? $0["paymentorder"])?["availableInstruments"] } ?? .array([])
+        return Self.addMobileSDK(response, instruments: instruments, payeeReference: reference)
     }
 
     /// `PATCH …/patch {"href", "paymentorder": {"operation": "SetInstrument" | "Abort", …}}`: how the
@@ -351,10 +391,21 @@ extension MerchantAPI {
         document["operations"]?.arrayValue?.first { $0["rel"]?.stringValue == rel }
     }
 
+    /// What `forward` found a success body to be.
+    enum Verdict { case accepted, notJSON, refused(String) }
+
     /// Turns an upstream exchange into the answer for the app: success and
     /// RFC 7807 problems pass through with their status; timeouts are 504;
-    /// anything unusable is 502. `check` may refuse a success body.
+    /// anything unusable is 502. `check` may refuse a success body, parsed as `document`.
     func forward(_ result: Result<UpstreamResponse, UpstreamError>, _ document: JSONValue?, check: (JSONValue) -> String?) throws(Problem) -> HTTPResponse {
+        try forward(result, document) { _ in
+            guard let document, case .object = document else { return .notJSON }
+            return check(document).map { .refused($0) } ?? .accepted
+        }
+    }
+
+    /// As above, with `judge` reading a success body's bytes; `document`: a failure's body, parsed.
+    func forward(_ result: Result<UpstreamResponse, UpstreamError>, _ document: JSONValue?, judge: ([UInt8]) -> Verdict) throws(Problem) -> HTTPResponse {
         switch result {
         case .failure(.timeout):
             throw MerchantProblem.gatewayTimeout()
@@ -362,14 +413,15 @@ extension MerchantAPI {
             throw MerchantProblem.badGateway("Swedbank Pay could not be reached: \(error)")
         case .success(let response):
             if (200..<300).contains(response.status) {
-                guard let document, case .object = document else {
+                switch judge(response.body) {
+                case .accepted:
+                    return HTTPResponse(status: response.status, contentType: "application/json", body: response.body)
+                case .notJSON:
                     throw MerchantProblem.badGateway("Swedbank Pay answered \(response.status) with a body that is not JSON",
                                                      gatewayStatus: response.status, body: response.body)
+                case .refused(let reason):
+                    throw MerchantProblem.badGateway(reason, gatewayStatus: response.status, body: response.body)
                 }
-                if let refusal = check(document) {
-                    throw MerchantProblem.badGateway(refusal, gatewayStatus: response.status, body: response.body)
-                }
-                return HTTPResponse(status: response.status, contentType: "application/json", body: response.body)
             }
             if let document, let problem = Problem(forwarding: document, status: response.status) { throw problem }
             throw MerchantProblem.badGateway("Swedbank Pay answered \(response.status) without a problem document",
@@ -377,17 +429,15 @@ extension MerchantAPI {
         }
     }
 
-    /// Adds the instrument-mode `mobileSDK` member (seed 000) to a payment order answer. The
-    /// upstream bytes are kept as they came (member order, numbers): the member is spliced in
-    /// before the closing brace.
-    /// `document`: the body as `forward` already parsed it.
-    static func addMobileSDK(_ response: HTTPResponse, document: JSONValue?, payeeReference: String) -> HTTPResponse {
-        guard let document, case .object = document,
-              let close = response.body.lastIndex(of: UInt8(ascii: "}")) else { return response }
-        let instruments = (document["paymentOrder"] ?? document["paymentorder"])?["availableInstruments"] ?? .array([])
+    /// Adds the instrument-mode `mobileSDK` member (seed 000) to a payment order answer, with the
+    /// order's `instruments`. The upstream bytes are kept as they came (member order, numbers):
+    /// the member is spliced in before the closing brace of the answer, a JSON object.
+    static func addMobileSDK(_ response: HTTPResponse, instruments: JSONValue, payeeReference: String) -> HTTPResponse {
+        guard let close = response.body.lastIndex(of: UInt8(ascii: "}")) else { return response }
         let member: JSONValue = ["validInstruments": instruments,
                                  "setInstrument": .string("/swedbank-pay-mobile/paymentorders/\(payeeReference)/setInstrument")]
-        let isEmpty = document.objectValue?.isEmpty ?? true
+        let opening = response.body.firstIndex(of: UInt8(ascii: "{")) ?? close
+        let isEmpty = !response.body[(opening + 1)..<close].contains { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
         var updated = response
         updated.body = Array(response.body[..<close]) + Array(((isEmpty ? "" : ",") + "\"mobileSDK\":").utf8) + member.bytes
             + Array(response.body[close...])

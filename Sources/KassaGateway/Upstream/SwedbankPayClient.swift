@@ -31,8 +31,9 @@ final class SwedbankPayClient: Sendable {
         var resendCount = 0
         /// `url` as the allow-list check read it; nil: read when sent.
         var parsedURL: UpstreamURL? = nil
-        /// False for a session call, which reads its output from a 2xx answer's bytes
-        /// (`PaymentOutput.decode`): `send` then parses only an answer outside 2xx into a tree.
+        /// False for a call that reads a 2xx answer from its bytes (a session call's
+        /// `PaymentOutput.decode`, a created order's `MerchantAPI.PaymentOrderAnswer.decode`):
+        /// `send` then parses only an answer outside 2xx into a tree.
         var parsesSuccessfulAnswer = true
     }
 
