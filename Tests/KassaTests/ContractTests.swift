@@ -1,5 +1,6 @@
 import Foundation
 import KassaCore
+import KassaEdge
 @testable import KassaGateway
 import KassaSimulator
 import KassaUpstream
@@ -204,6 +205,19 @@ struct ContractTests {
         #expect(SwedbankPayClient.hosts(servingSessionsFor: "api.externalintegration.payex.com")
                 == ["api.externalintegration.payex.com", "ecom.externalintegration.payex.com"])
         #expect(SwedbankPayClient.hosts(servingSessionsFor: "127.0.0.1") == ["127.0.0.1"])
+    }
+
+    @Test("instrument mode's mobileSDK is spliced into the answer's bytes, which stay as they came; a body that is no object is left alone")
+    func mobileSDKSplice() throws {
+        func spliced(_ body: String) -> String {
+            let response = HTTPResponse(status: 201, contentType: "application/json", body: Array(body.utf8))
+            return String(decoding: MerchantAPI.addMobileSDK(response, instruments: ["Swish"], payeeReference: "K1").body, as: UTF8.self)
+        }
+        let member = #""mobileSDK":{"setInstrument":"/swedbank-pay-mobile/paymentorders/K1/setInstrument","validInstruments":["Swish"]}"#
+        #expect(spliced(#"{"a":1.50,"b":[]}"#) == #"{"a":1.50,"b":[]"# + "," + member + "}")
+        #expect(spliced("{ \n }") == "{ \n " + member + "}")
+        #expect(try JSONValue.parse(Array(spliced(#" {"a":{"b":{}}} "#).utf8))["mobileSDK"]?["validInstruments"] == ["Swish"])
+        for body in ["", "}", "}{", "[1]", "text"] { #expect(spliced(body) == body, "\(body)") }
     }
 
     // MARK: The client's device in upstream bodies, and beacons

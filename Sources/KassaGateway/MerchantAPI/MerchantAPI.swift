@@ -433,10 +433,10 @@ extension MerchantAPI {
     /// order's `instruments`. The upstream bytes are kept as they came (member order, numbers):
     /// the member is spliced in before the closing brace of the answer, a JSON object.
     static func addMobileSDK(_ response: HTTPResponse, instruments: JSONValue, payeeReference: String) -> HTTPResponse {
-        guard let close = response.body.lastIndex(of: UInt8(ascii: "}")) else { return response }
+        guard let opening = response.body.firstIndex(of: UInt8(ascii: "{")), let close = response.body.lastIndex(of: UInt8(ascii: "}")),
+              opening < close else { return response }
         let member: JSONValue = ["validInstruments": instruments,
                                  "setInstrument": .string("/swedbank-pay-mobile/paymentorders/\(payeeReference)/setInstrument")]
-        let opening = response.body.firstIndex(of: UInt8(ascii: "{")) ?? close
         let isEmpty = !response.body[(opening + 1)..<close].contains { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
         var updated = response
         updated.body = Array(response.body[..<close]) + Array(((isEmpty ? "" : ",") + "\"mobileSDK\":").utf8) + member.bytes
