@@ -21,11 +21,11 @@ else
   python3 - "$out" > "$out/wal-frames.txt" <<'PY' &
 import json, re, struct, sys, time, urllib.request
 out = sys.argv[1]
-# Once a second, beside the WAL: the gateway's own push latency, event-log commit and WAL-restart
-# hold buckets (cumulative, from /metrics), the machine's stolen and I/O-wait CPU ticks (/proc/stat) and the
+# Once a second, beside the WAL: the gateway's own push latency, its wait for the commit, event-log
+# commit and WAL-restart hold buckets (cumulative, from /metrics), the machine's stolen and I/O-wait CPU ticks (/proc/stat) and the
 # time every task was stalled on I/O (/proc/pressure/io "full", µs). A slow second can then be
 # told apart: inside the gateway, in its commits, or on the host.
-buckets = re.compile(r'^kassa_(push_latency|eventlog_write|eventlog_wal_restart)_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
+buckets = re.compile(r'^kassa_(push_latency|push_commit_wait|eventlog_write|eventlog_wal_restart)_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
 port, next_scrape = None, 0.0
 while True:
     try:
@@ -38,8 +38,8 @@ while True:
         try:
             port = port or open(out + "/gateway.port").read().strip()
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5).read().decode()
-            line = {"time": round(now, 3), "push": [], "write": [], "restart": []}
-            key = {"push_latency": "push", "eventlog_write": "write", "eventlog_wal_restart": "restart"}
+            line = {"time": round(now, 3), "push": [], "commit": [], "write": [], "restart": []}
+            key = {"push_latency": "push", "push_commit_wait": "commit", "eventlog_write": "write", "eventlog_wal_restart": "restart"}
             for name, le, count in buckets.findall(text):
                 line[key[name]].append([float(le), float(count)])
             cpu = open("/proc/stat").readline().split()
@@ -109,7 +109,8 @@ if len(warm) >= 3:
                       "connectionErrors": report["connectionErrors"]}))
 PY
 # Each second with a client-side push p99 over 50 ms, against the sampler's seconds that overlap
-# it: the gateway's own push p99 (state change to frame written), the slowest event-log commit and
+# it: the gateway's own push p99 (state change to frame written) and the p99 of its part until the
+# commit handed the push to the edge (builds before that metric: null), the slowest event-log commit and
 # the longest hold of the commits for a WAL restart (the upper bounds of their histogram buckets),
 # and the host's stolen and I/O-wait ticks and full
 # I/O stall. The gateway's own count of seconds over 50 ms comes first.
@@ -128,8 +129,9 @@ def slowest_ms(buckets):   # the smallest bound that holds every commit of the i
     return next((le * 1000 for le, count in buckets if count >= total), None) if total > 0 else None
 intervals = []
 for a, b in zip(scrapes, scrapes[1:]):
-    if any(len(a.get(k, [])) != len(b.get(k, [])) for k in ("push", "write", "restart")): continue
+    if any(len(a.get(k, [])) != len(b.get(k, [])) for k in ("push", "commit", "write", "restart")): continue
     intervals.append({"from": a["time"], "to": b["time"], "gatewayP99Ms": quantile_ms(delta(a, b, "push"), 0.99, digits=1),
+                      "commitWaitP99Ms": quantile_ms(delta(a, b, "commit"), 0.99, digits=1) if a.get("commit") else None,
                       "slowestCommitMs": slowest_ms(delta(a, b, "write")),
                       "longestRestartHoldMs": slowest_ms(delta(a, b, "restart")) if a.get("restart") else None,
                       "stealTicks": b["stealTicks"] - a["stealTicks"], "iowaitTicks": b["iowaitTicks"] - a["iowaitTicks"],
@@ -142,12 +144,15 @@ for line in timeline:
     if not near: continue
     slow.append({"t": line["t"], "clientP99Ms": line["pushP99Ms"], "flowsPerSecond": line["flowsPerSecond"],
                  "gatewayP99Ms": max((i["gatewayP99Ms"] or 0) for i in near),
+                 "commitWaitP99Ms": max((i["commitWaitP99Ms"] for i in near if i["commitWaitP99Ms"] is not None), default=None),
                  "slowestCommitMs": max((i["slowestCommitMs"] or 0) for i in near),
                  "longestRestartHoldMs": max((i["longestRestartHoldMs"] or 0) for i in near),
                  "stealTicks": sum(i["stealTicks"] for i in near), "iowaitTicks": sum(i["iowaitTicks"] for i in near),
                  "ioFullMs": round(sum(i["ioFullMs"] for i in near), 1)})
 print(json.dumps({"gatewaySeconds": len(intervals), "gatewaySecondsOver50Ms": sum((i["gatewayP99Ms"] or 0) > 50 for i in intervals),
                   "gatewaySecondsOver20Ms": sum((i["gatewayP99Ms"] or 0) > 20 for i in intervals),
+                  "commitWaitSecondsOver20Ms": sum((i["commitWaitP99Ms"] or 0) > 20 for i in intervals)
+                      if any(i["commitWaitP99Ms"] is not None for i in intervals) else None,
                   "secondsWithACommitOver50Ms": sum((i["slowestCommitMs"] or 0) > 50 for i in intervals),
                   "slowClientSeconds": len(slow), "ofThemGatewayOver50Ms": sum(s["gatewayP99Ms"] > 50 for s in slow),
                   "ofThemCommitOver50Ms": sum(s["slowestCommitMs"] > 50 for s in slow),
