@@ -48,10 +48,11 @@ struct ObservabilityTests {
         #expect(text.contains(#"kassa_upstream_requests_total{operation="start-payment-attempt",status="200"} 1"#))
         #expect(text.contains(#"kassa_problems_total{type="urn:kassa:problem:not-found"} 2"#))
         #expect(text.contains("kassa_push_latency_seconds_count"))
-        // Each push's wait for its commit is counted once, and is part of its latency (one subscriber: one frame a push).
+        /// The value of an unlabelled series.
         func sample(_ name: String) -> Double? {
             text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
         }
+        // Each push's wait for its commit is counted once, and is part of its latency (one subscriber: one frame a push).
         let pushes = text.split(separator: "\n").filter { $0.hasPrefix("kassa_pushes_total{") }
             .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
         #expect(pushes >= 2 && sample("kassa_push_commit_wait_seconds_count") == pushes)
@@ -60,8 +61,7 @@ struct ObservabilityTests {
         #expect(text.contains("kassa_eventlog_batch_size_count"))
         #expect(text.contains("kassa_process_resident_memory_bytes"))
         // SQLite's memory is counted (its page caches hold the flow's pages now).
-        let sqliteBytes = text.split(separator: "\n").first { $0.hasPrefix("kassa_sqlite_memory_bytes ") }
-            .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        let sqliteBytes = sample("kassa_sqlite_memory_bytes") ?? 0
         #expect(sqliteBytes > 10_000, "kassa_sqlite_memory_bytes \(sqliteBytes)")
         for name in KassaMetricsNames.all { #expect(text.contains("# TYPE \(name) "), "\(name) is not exported") }
         #expect(!text.contains(session.id), "a session id became a label")
