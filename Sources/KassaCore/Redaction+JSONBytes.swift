@@ -12,24 +12,37 @@ extension Redaction {
         }
     }
 
-    /// False when `redactText` surely returns a string unchanged: no query separator, no run of
-    /// 40 hex digits and no payment session's path (tokens), no `@` or `%` and no stretch of 8
-    /// digits (the guards of `redactURLQuery`, `redactTokens` and `redactValues`). Most strings of
-    /// an answer are ids, URLs and words. True for any byte past ASCII too, so that such a string
-    /// is decoded (and its UTF-8 checked).
-    static func mayRedact(rawString b: UnsafeBufferPointer<UInt8>) -> Bool {
-        var stretch = DigitStretch(), hexRun = 0
+    /// The stages of `redactText` that could change a string, from one pass over its bytes (the
+    /// guards of `redactURLQuery`, `redactTokens` and `redactValues`): none for most strings of an
+    /// answer (ids, URLs, dates and words), only `.tokens` for a payment session's href. All of
+    /// them for any byte past ASCII, so that such a string is decoded (and its UTF-8 checked).
+    static func textHints(rawString b: UnsafeBufferPointer<UInt8>) -> TextHints {
+        var stretch = DigitStretch(), hexRun = 0, hints: TextHints = []
         for k in b.indices {
             let c = b[k]
-            switch c {
-            case 0x3F, 0x26, 0x40, 0x25, 0x80...: return true   // ? & @ %, non-ASCII
-            case 0x30...0x39, 0x41...0x46, 0x61...0x66: hexRun += 1
-            case 0x2F where Redaction.followsSessionPath(b, k + 1): return true
-            default: hexRun = 0
+            // A lower-case letter past `f` (most of an id's or a URL's bytes) is no hex digit and
+            // none of the bytes below: only the digit stretch has to see it.
+            if c &- 0x67 < 20 {
+                hexRun = 0
+                _ = stretch.take(c)
+                continue
             }
-            if stretch.take(c) || hexRun >= 40 { return true }
+            if isHex(c) {
+                hexRun += 1
+                if hexRun >= 40 { hints.insert(.tokens) }
+            } else {
+                hexRun = 0
+                switch c {
+                case 0x3F, 0x26: hints.insert(.query)   // ? &
+                case 0x40, 0x25: hints.insert(.values)   // @ %
+                case 0x2F where Redaction.followsSessionPath(b, k + 1): hints.insert(.tokens)
+                case 0x80...: return .all
+                default: break
+                }
+            }
+            if stretch.take(c) { hints.insert(.values) }
         }
-        return false
+        return hints
     }
 }
 
@@ -156,14 +169,15 @@ private struct RedactingCopy {
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
         let text = contents(of: raw)
-        if !raw.escaped, !Redaction.mayRedact(rawString: text) {
+        let hints = raw.escaped ? .all : Redaction.textHints(rawString: text)
+        if hints.isEmpty {
             copy(raw.range)
             return true
         }
-        // ASCII without escapes (hrefs, dates): redacted where it lies, and written back as it
-        // comes out, since neither it nor what redaction puts in holds anything JSON escapes.
-        if !raw.escaped, !text.contains(where: { $0 >= 0x80 }) {
-            guard let redacted = Redaction.redactedText(text) else {
+        // ASCII without escapes (hrefs with a token): redacted where it lies, and written back as
+        // it comes out, since neither it nor what redaction puts in holds anything JSON escapes.
+        if !raw.escaped, hints != .all || !text.contains(where: { $0 >= 0x80 }) {
+            guard let redacted = Redaction.redactedText(text, hints: hints) else {
                 copy(raw.range)
                 return true
             }

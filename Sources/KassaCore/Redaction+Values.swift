@@ -20,7 +20,7 @@ extension Redaction {
     /// `redactValues` on bytes; nil when nothing is found.
     static func redactedValues(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         // Looked at in place first: most strings hold nothing to find.
-        // Nothing found has fewer than 8 digits in one stretch, unless it is an e-mail address (@, or %40 in a URL).
+        // Nothing found is outside a long enough `DigitStretch`, unless it is an e-mail address (@, or %40 in a URL).
         var stretch = DigitStretch()
         guard b.contains(where: { stretch.take($0) || $0 == 0x40 || $0 == 0x25 }) else { return nil }   // @ %
         return scannedValues(b)
@@ -285,23 +285,42 @@ extension Redaction {
     /// Counts the digits of the stretch a string's bytes are in, to rule out most strings before
     /// anything is copied. A stretch is digits joined by single bytes that can sit inside a finding
     /// (a space, `-` or `+` in a group, a Finnish century sign); any other byte starts a new one.
-    /// Every finding above has 8 or more digits in one stretch; an id's digits are broken by its
-    /// lower-case hex letters, a URL's by its slashes.
+    /// Every finding above has 9 or more digits in one stretch (a Finnish id 9, the other ids and
+    /// card numbers 10 or more), or 8 after a `+` (a phone number). Digits right after a letter
+    /// are part of a word or an id, which `redactDigitGroups` passes over, and count for nothing:
+    /// a payment order's GUID (`ca11ed00-0000-4000-…`) and a timestamp (`2026-11-27T16:50:10Z`)
+    /// are ruled out here.
     struct DigitStretch {
         private var digits = 0
+        /// Digits the current stretch needs: 8 when it began right after a `+`.
+        private var needed = 9
         private var afterDigit = false
+        private var afterPlus = false
+        /// The byte before was a letter that joined nothing.
+        private var afterLetter = false
+        /// In a run of digits that began right after such a letter.
+        private var inWord = false
 
-        /// Takes the next byte; true once the current stretch holds 8 digits.
+        /// Takes the next byte; true once the current stretch holds the digits it needs.
         mutating func take(_ c: UInt8) -> Bool {
             if isDigit(c) {
+                if digits == 0 {
+                    if afterLetter { inWord = true; afterLetter = false }
+                    if inWord { return false }
+                    needed = afterPlus ? 8 : 9
+                }
                 digits += 1
                 afterDigit = true
-                return digits >= 8
+                afterPlus = false
+                return digits >= needed
             }
             // A joiner keeps the count only if a digit follows it: the next byte decides.
             let joins = afterDigit && (c == 0x20 || c == 0x2D || c == 0x2B || (c >= 0x41 && c <= 0x46) || (c >= 0x55 && c <= 0x59))
             if !joins { digits = 0 }
+            afterLetter = !joins && isLetter(c)
+            afterPlus = c == 0x2B
             afterDigit = false
+            inWord = false
             return false
         }
     }

@@ -44,6 +44,9 @@ public enum Redaction {
         /// Parts, by first letter: `parts[byLetter[l]..<byLetter[l + 1]]` begin with letter l (0 is `a`).
         let parts: UnsafeBufferPointer<Entry>
         let byLetter: UnsafeBufferPointer<Int>
+        /// For each first letter, the second letters of the parts that begin with it, as bits: most
+        /// places in a name begin no part, and one look rules them out.
+        let secondLetters: UnsafeBufferPointer<UInt32>
 
         init() {
             var bytes: [UInt8] = []
@@ -54,7 +57,7 @@ public enum Redaction {
             let names = (secretKeys.map { (Array($0.utf8), KeyRule.secret) } + suffixKeys.map { (Array($0.utf8), KeyRule.suffix) })
                 .sorted { $0.0.count < $1.0.count }.map { entry($0.0, $0.1) }
             let byLength = (0...(names.last?.count ?? 0) + 1).map { n in names.firstIndex { $0.count >= n } ?? names.count }
-            precondition(secretNameParts.allSatisfy { $0.count >= 3 && (0x61...0x7A).contains($0[0]) })
+            precondition(secretNameParts.allSatisfy { $0.count >= 3 && (0x61...0x7A).contains($0[0]) && (0x61...0x7A).contains($0[1]) })
             let parts = secretNameParts.sorted { $0[0] < $1[0] }.map { entry($0, .secret) }
             let byLetter = (0...26).map { l in parts.firstIndex { Int(bytes[$0.start]) - 0x61 >= l } ?? parts.count }
             func kept<T>(_ array: [T]) -> UnsafeBufferPointer<T> {
@@ -62,7 +65,11 @@ public enum Redaction {
                 _ = buffer.initialize(from: array)
                 return UnsafeBufferPointer(buffer)
             }
+            let secondLetters = (0..<26).map { l in
+                secretNameParts.filter { Int($0[0]) - 0x61 == l }.reduce(UInt32(0)) { $0 | 1 << UInt32($1[1] - 0x61) }
+            }
             (self.bytes, self.names, self.byLength, self.parts, self.byLetter) = (kept(bytes), kept(names), kept(byLength), kept(parts), kept(byLetter))
+            self.secondLetters = kept(secondLetters)
         }
     }
     private static let nameTable = NameTable()
@@ -100,8 +107,8 @@ public enum Redaction {
         }
         guard b.count >= 3 else { return nil }
         for offset in 0..<(b.count - 2) {
-            let letter = Int(lower(b[offset])) - 0x61
-            guard letter >= 0, letter < 26 else { continue }
+            let letter = Int(lower(b[offset])) - 0x61, second = Int(lower(b[offset + 1])) - 0x61
+            guard letter >= 0, letter < 26, second >= 0, second < 26, table.secondLetters[letter] & (1 << UInt32(second)) != 0 else { continue }
             for n in table.byLetter[letter]..<table.byLetter[letter + 1] {
                 let part = table.parts[n]
                 if part.count <= b.count - offset && matches(part, at: offset) { return .secret }
@@ -170,21 +177,37 @@ public enum Redaction {
 
     /// Free text (a summary, a URL, a message): secret query parameters, long tokens, and
     /// personal data found by its value.
-    public static func redactText(_ s: String) -> String { onUTF8(s, redactedText) }
+    public static func redactText(_ s: String) -> String { onUTF8(s) { redactedText($0) } }
 
     /// `text` redacted as `redactText` redacts it, or nil when nothing changes (most text). Works
     /// on the bytes where they lie: every string of a logged body that could hold something
     /// comes here, and a `String` for each was most of what logging a body cost.
-    static func redactedText(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+    ///
+    /// `hints` (from `textHints`) skips the stages that surely change nothing in `text`; a stage
+    /// after one that changed it looks for itself.
+    static func redactedText(_ text: UnsafeBufferPointer<UInt8>, hints: TextHints = .all) -> [UInt8]? {
         var redacted: [UInt8]? = nil
-        func apply(_ stage: (UnsafeBufferPointer<UInt8>) -> [UInt8]?) {
+        func apply(_ hint: TextHints, _ stage: (UnsafeBufferPointer<UInt8>) -> [UInt8]?) {
+            guard redacted != nil || hints.contains(hint) else { return }
             let next = if let redacted { redacted.withUnsafeBufferPointer(stage) } else { stage(text) }
             if let next { redacted = next }
         }
-        apply(redactedURLQuery)
-        apply(redactedTokens)
-        apply(redactedValues)
+        apply(.query, redactedURLQuery)
+        apply(.tokens, redactedTokens)
+        apply(.values, redactedValues)
         return redacted
+    }
+
+    /// Which of `redactText`'s stages could change a string, as `textHints` finds them.
+    struct TextHints: OptionSet {
+        let rawValue: UInt8
+        /// A `?` or `&`: `redactedURLQuery`'s guard.
+        static let query = TextHints(rawValue: 1)
+        /// A run of 40 hex digits, or a `/` ending `sessionPathSegment`: where `redactedTokens` cuts.
+        static let tokens = TextHints(rawValue: 2)
+        /// `@`, `%`, or a `DigitStretch` long enough: `redactedValues`'s guard.
+        static let values = TextHints(rawValue: 4)
+        static let all: TextHints = [.query, .tokens, .values]
     }
 
     /// `s` through a stage that works on bytes; `s` itself when the stage changes nothing.
@@ -262,13 +285,19 @@ public enum Redaction {
     static func isHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || (c | 0x20) &- 0x61 < 6 }
 
     /// The path segment before a payment session's token.
-    static let sessionPathSegment: [UInt8] = Array("paymentsessions/".utf8)
+    static let sessionPathSegment: StaticString = "paymentsessions/"
 
-    /// Whether `b` has `sessionPathSegment` just before `index`.
+    /// Whether `b` has `sessionPathSegment` just before `index`. (Asked at every `/` of every
+    /// logged string: compared in place, with no lazily made constant to check first.)
     static func followsSessionPath(_ b: UnsafeBufferPointer<UInt8>, _ index: Int) -> Bool {
-        let segment = sessionPathSegment
-        guard index >= segment.count else { return false }
-        return b[(index - segment.count)..<index].elementsEqual(segment)
+        let segment = sessionPathSegment, n = segment.utf8CodeUnitCount
+        guard index >= n, index <= b.count else { return false }
+        var k = 0
+        while k < n {
+            if b[index - n + k] != segment.utf8Start[k] { return false }
+            k += 1
+        }
+        return true
     }
 
     /// The end of a GUID (8-4-4-4-12 hex digits) that starts at `start` right after

@@ -203,6 +203,37 @@ struct CoreSafetyTests {
         }
     }
 
+    @Test("one look at a string's bytes picks the stages that could change it, and skipping the others changes nothing")
+    func textHints() {
+        func hints(_ s: String) -> Redaction.TextHints {
+            Array(s.utf8).withUnsafeBufferPointer { Redaction.textHints(rawString: $0) }
+        }
+        // What most of an answer is: nothing to do.
+        for s in ["2026-11-27T16:50:10.083Z", "/psp/paymentorders/ca11ed00-0000-4000-a000-bfcef9276163",
+                  "http://127.0.0.1:23621/psp/paymentorders/5adc265f-f87f-4313-577e-08d3dca1a26c", "CreditCard", "SEK"] {
+            #expect(hints(s).isEmpty, "\(s)")
+        }
+        let token = String(repeating: "5e5510ed", count: 6)
+        #expect(hints("http://127.0.0.1:23621/psp/paymentsessions/\(token)/methods/CreditCard/expand") == .tokens)
+        #expect(hints("/psp/paymentsessions/5a17c24e-d459-4567-bbad-aa0f17a76119") == .tokens)
+        #expect(hints("https://example.com/menu?_tc_tid=30f2168171") == .query)
+        #expect(hints("anna@example.com") == .values)
+        #expect(hints("+46739000001") == .values)
+        #expect(hints("hetu 131052A308T") == .values)
+        #expect(hints("ref 12345678") == [], "eight digits with no plus are nothing")
+        #expect(hints("Åsa") == .all, "past ASCII: decoded and redacted in full")
+        // Random strings over the bytes the stages look for: the hinted stages give what all three give.
+        var rng = SeededRandom(seed: 0x41775)
+        let pieces = ["0", "1", "4", "9", "7", "a", "f", "A", "B", "U", "x", "T", " ", "-", "+", "/", "?", "&", "=", "@", "%", ".",
+                      "paymentsessions/", "token=", "%2B", "%40", "4111", "ed00", "5e5510ed5e5510ed"]
+        for _ in 0..<20_000 {
+            let s = (0..<(4 + Int(rng.next() % 16))).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+            let all = Array(s.utf8).withUnsafeBufferPointer { Redaction.redactedText($0) }
+            let hinted = Array(s.utf8).withUnsafeBufferPointer { Redaction.redactedText($0, hints: Redaction.textHints(rawString: $0)) }
+            #expect(all == hinted, "\(s)")
+        }
+    }
+
     @Test("a secret name part is found at any position and in any case")
     func secretNameParts() {
         for part in ["token", "secret", "passw", "apikey", "api_key", "api-key", "cvc", "cvv", "securitycode", "security_code",
