@@ -115,10 +115,14 @@ struct RedactionBench: AsyncParsableCommand {
     var files: [String]
     @Option(help: "Seconds per measurement.")
     var seconds: Double = 2
-    @Option(help: "Rounds over the documents per measurement instead of seconds: a fixed amount of work, for counting instructions (perf stat).")
+    @Option(help: "Rounds over the documents per measurement instead of seconds: the same work for every build compared.")
     var rounds: Int?
     @Flag(help: "Measure only the event log's redacted copy.")
     var redactionOnly = false
+
+    func validate() throws {
+        guard seconds > 0, rounds.map({ $0 > 0 }) ?? true else { throw ValidationError("--seconds and --rounds must be above 0") }
+    }
 
     func run() async throws {
         let bodies = try files.map { [UInt8](try Data(contentsOf: URL(fileURLWithPath: $0))) }
@@ -126,7 +130,7 @@ struct RedactionBench: AsyncParsableCommand {
             throw ValidationError("every file must hold one JSON document")
         }
         let bytes = bodies.reduce(0) { $0 + $1.count }
-        /// ns a byte of `work` over every body, repeated for `seconds`.
+        /// ns a byte of `work` over every body, repeated for `seconds` (or `rounds` times).
         func measure(_ work: ([UInt8]) -> Int) -> Double {
             var done = 0, sink = 0
             let started = ContinuousClock.now

@@ -14,6 +14,24 @@ struct CLITests {
         #expect(p.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == KassaVersion.string)
     }
 
+    @Test("bench redaction times a fixed number of rounds when asked, only the redacted copy if asked, and refuses no work")
+    func benchRedactionRounds() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let answer = dir.file("answer.json")
+        try Data(#"{"paymentSession":{"id":"/psp/paymentsessions/5a17c24e-d459-4567-bbad-aa0f17a76119","msisdn":"+46739000001"}}"#.utf8)
+            .write(to: URL(fileURLWithPath: answer))
+        let p = try KassaProcess(["bench", "redaction", "--rounds", "50", "--redaction-only", answer])
+        #expect(try await onThread { p.waitForExit() } == 0)
+        let report = try JSONValue.parse(p.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect((report["redactJSONNsPerByte"]?.doubleValue ?? 0) > 0)
+        #expect(report["parseNsPerByte"] == nil, "only the redacted copy was asked for")
+        #expect(report["documents"]?.intValue == 1)
+        let none = try KassaProcess(["bench", "redaction", "--rounds", "0", answer])
+        #expect(try await onThread { none.waitForExit() } != 0)
+        #expect(none.stderr.contains("must be above 0"))
+    }
+
     @Test("serve --help documents every option and its environment variable")
     func help() async throws {
         let p = try KassaProcess(["serve", "--help"])
