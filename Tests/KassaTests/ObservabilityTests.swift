@@ -48,13 +48,13 @@ struct ObservabilityTests {
         #expect(text.contains(#"kassa_upstream_requests_total{operation="start-payment-attempt",status="200"} 1"#))
         #expect(text.contains(#"kassa_problems_total{type="urn:kassa:problem:not-found"} 2"#))
         #expect(text.contains("kassa_push_latency_seconds_count"))
+        let lines = text.split(separator: "\n")
+        /// A sample line's value (its last field).
+        func value(_ line: Substring) -> Double? { Double(line.split(separator: " ").last ?? "") }
         /// The value of an unlabelled series.
-        func sample(_ name: String) -> Double? {
-            text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
-        }
+        func sample(_ name: String) -> Double? { lines.first { $0.hasPrefix(name + " ") }.flatMap(value) }
         // Each push's wait for its commit is counted once, and is part of its latency (one subscriber: one frame a push).
-        let pushes = text.split(separator: "\n").filter { $0.hasPrefix("kassa_pushes_total{") }
-            .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
+        let pushes = lines.filter { $0.hasPrefix("kassa_pushes_total{") }.compactMap(value).reduce(0, +)
         #expect(pushes >= 2 && sample("kassa_push_commit_wait_seconds_count") == pushes)
         #expect(sample("kassa_push_latency_seconds_count") == pushes)
         #expect((sample("kassa_push_commit_wait_seconds_sum") ?? .infinity) <= (sample("kassa_push_latency_seconds_sum") ?? 0))
