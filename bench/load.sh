@@ -18,6 +18,8 @@
 #   KASSA_BENCH_UPSTREAM=canned answers upstream calls with `kassa sim --canned` (from the client's
 #     binary): the simulator's card-payment answers replayed, a few µs each, so the harness's share of
 #     the machine is small. Card flows only (flows.json, push.json).
+#   KASSA_BENCH_SIM_ARGS="…" passes more options to the simulator, e.g. `--fault *:latency=50` for
+#     an upstream that answers in 50 ms (many calls in flight, as against Swedbank Pay).
 # Beside CPU per flow, the JSON line gives host-independent counts per flow for the gateway: bytes
 # written to files and write syscalls (/proc/<pid>/io), context switches (every thread), event-log
 # commits; and each gateway thread's CPU per flow by its kernel name.
@@ -40,6 +42,8 @@ if [[ $serve_help == *--push-stamps* ]]; then caps+=(--push-stamps us); fi
 gw_port=$((20000 + RANDOM % 10000)); sim_port=$((gw_port + 1))
 upstream=($kassa sim --payer-delay-ms "${KASSA_BENCH_PAYER_DELAY_MS:-0}")
 [ "${KASSA_BENCH_UPSTREAM:-sim}" = canned ] && upstream=($client sim --canned)
+read -ra sim_args <<< "${KASSA_BENCH_SIM_ARGS:-}"   # split on spaces, no globbing (`*:latency=50`)
+upstream+=("${sim_args[@]}")
 "${harness_pin[@]}" "${upstream[@]}" --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 &
 sim=$!
 "${gw_pin[@]}" $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \

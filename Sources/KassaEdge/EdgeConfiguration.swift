@@ -31,6 +31,9 @@ public struct EdgeConfiguration: Sendable {
     public var maxConnections = EdgeConfiguration.defaultMaxConnections
     /// `--max-connections`' default; also what the WebSocket client's table is sized for unless told.
     public static let defaultMaxConnections = 16_384
+    /// Descriptors the rest of the process may hold beside the connections (its files, its
+    /// upstream connections): the soft limit on open files is raised to hold these too.
+    public var reservedDescriptors = 1_024
     /// Connections open at once from one client address; more are closed as they arrive.
     public var maxConnectionsPerAddress = 4_096
     /// Connections from one client address that have not yet sent a whole request (or sit idle

@@ -138,7 +138,7 @@ public final class EdgeServer: @unchecked Sendable {
             info.ssl_cert_filepath = UnsafePointer(tlsPaths?.0)
             info.ssl_private_key_filepath = UnsafePointer(tlsPaths?.1)
         }
-        let (created, cap) = DescriptorTable.sized(for: configuration.maxConnections) { () -> OpaquePointer? in
+        let (created, cap) = DescriptorTable.sized(for: configuration.maxConnections, reserve: configuration.reservedDescriptors) { () -> OpaquePointer? in
             configuration.host.withCString { iface in
                 info.iface = iface
                 return lws_create_context(&info)

@@ -28,6 +28,7 @@ public final class Gateway: EdgeHandler {
     /// Spans: off unless the node was given a tracer (`--otlp-endpoint`).
     let telemetry: Telemetry
     private let chain: MiddlewareChain
+    private let upstream: UpstreamClient
     let throttle: Throttle
     let crossOrigin: CrossOrigin
     let idempotencyInFlight = Mutex<Set<String>>([])
@@ -43,6 +44,7 @@ public final class Gateway: EdgeHandler {
         self.telemetry = telemetry
         self.clock = clock
         self.store = store
+        self.upstream = upstream
         self.logger = logger
         self.router = Router(Gateway.table.map(\.route))
         let metrics = KassaMetrics()
@@ -199,7 +201,8 @@ public final class Gateway: EdgeHandler {
         HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
                      body: Array(metrics.scrape(eventLogQueue: store.eventLog.pendingCount, sqliteMemory: Store.sqliteMemoryBytes,
                                                 refusedConnections: edge?.refusedConnections ?? 0,
-                                                evictedHalfOpen: edge?.evictedHalfOpenConnections ?? 0).utf8))
+                                                evictedHalfOpen: edge?.evictedHalfOpenConnections ?? 0,
+                                                upstreamWaits: .init(now: upstream.waitingNow, total: upstream.waitedTotal)).utf8))
     }
 
     /// Probes and scrapes: never rate-limited, never traced. Compared, not hashed: it is asked

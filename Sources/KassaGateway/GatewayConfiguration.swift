@@ -32,9 +32,12 @@ public struct GatewayConfiguration: Sendable {
     public var pushStampsInMicroseconds = false
     /// Milliseconds between get-payment polls (the SDKs use 2 000).
     public var sessionPollIntervalMs: Int
-    /// Upstream connections kept open for reuse. Below the number of calls in flight at a busy
-    /// moment, every call beyond it pays a TCP (and TLS) handshake and leaves a closed socket behind.
-    public var upstreamKeptConnections = 512
+    /// Upstream connections open at once, all kept for reuse (`--upstream-connections`). A call
+    /// beyond them waits for one to come free: below the calls in flight at a busy moment (calls
+    /// a second × upstream latency), calls queue; with more open than kept, every call past the
+    /// kept number paid a TCP and TLS handshake and left a closed socket behind.
+    public var upstreamConnections = GatewayConfiguration.defaultUpstreamConnections
+    public static let defaultUpstreamConnections = 1_024
     /// The breaker each upstream host starts with.
     public var circuitBreaker = CircuitBreaker()
     /// Requests per second allowed from one client address (0: no limit), and per API key.

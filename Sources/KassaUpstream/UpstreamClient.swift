@@ -16,13 +16,21 @@ public final class UpstreamClient: Sendable {
 
     private let engine: CurlEngine
 
-    public init(maxResponseBytes: Int = 8 << 20, maxCachedConnections: Int = 64) {
+    /// `maxConnections` bounds the connections open at once, and all of them are kept for reuse:
+    /// an exchange beyond it waits for one to come free rather than opening (and later closing)
+    /// a connection of its own.
+    public init(maxResponseBytes: Int = 8 << 20, maxConnections: Int = 64) {
         self.maxResponseBytes = maxResponseBytes
-        self.engine = CurlEngine(maxCachedConnections: maxCachedConnections)
+        self.engine = CurlEngine(maxConnections: maxConnections)
     }
 
     /// Stops the curl thread; exchanges still running fail as cancelled.
     public func shutdown() { engine.shutdown() }
+
+    /// Exchanges waiting for a connection now (all `maxConnections` busy).
+    public var waitingNow: Int { engine.waitingNow.load(ordering: .relaxed) }
+    /// Exchanges that have had to wait for a connection, since the start.
+    public var waitedTotal: Int { engine.waitedTotal.load(ordering: .relaxed) }
 
     public func send(_ request: UpstreamRequest) async throws(UpstreamError) -> UpstreamResponse {
         if Task.isCancelled { throw .cancelled }
@@ -64,11 +72,14 @@ final class Transfer: @unchecked Sendable {
     var body: [UInt8] = []
     var tooLarge = false
     var started = ContinuousClock.now
+    /// The request's whole time runs from here, waiting for a connection included.
+    let deadline: ContinuousClock.Instant
 
     init(request: UpstreamRequest, maxResponseBytes: Int) {
         self.id = Transfer.nextID.add(1, ordering: .relaxed).oldValue
         self.request = request
         self.maxResponseBytes = maxResponseBytes
+        self.deadline = .now + .milliseconds(request.totalTimeoutMs)
     }
 
     func finish(_ result: Result<UpstreamResponse, UpstreamError>) {
@@ -96,13 +107,24 @@ final class CurlEngine: @unchecked Sendable {
     /// Curl-thread confined: easy handles of finished exchanges, reset and kept for the next
     /// (building and freeing one per exchange cost more than the answer of a fast upstream).
     private var spareHandles: [UnsafeMutableRawPointer] = []
-    private let maxSpareHandles: Int
+    private let maxConnections: Int
+    /// Curl-thread confined: exchanges that came while `maxConnections` were in flight, oldest
+    /// first from `waitingHead`. Queued here rather than in libcurl (CURLMOPT_MAX_TOTAL_CONNECTIONS),
+    /// whose queue keeps no deadline: there a call waited past its own for a connection.
+    private var waiting: [Transfer] = []
+    private var waitingHead = 0
+    /// The earliest deadline among the waiting, when they were last looked over.
+    private var nextWaitingDeadline: ContinuousClock.Instant?
+    let waitingNow = Atomic<Int>(0)
+    let waitedTotal = Atomic<Int>(0)
 
-    init(maxCachedConnections: Int) {
+    init(maxConnections: Int) {
         _ = curlGlobalInit
         multi = curl_multi_init()
-        maxSpareHandles = maxCachedConnections
-        _ = kassa_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
+        self.maxConnections = max(1, maxConnections)
+        // As many kept as may be in flight: with fewer kept, every exchange past the kept number
+        // at a busy moment opened a connection (a TCP and TLS handshake) and closed one after it.
+        _ = kassa_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, self.maxConnections)
         Thread.named("kassa-curl") { [self] in loop() }.start()
     }
 
@@ -146,13 +168,18 @@ final class CurlEngine: @unchecked Sendable {
                 case .add(let transfer):
                     if cancelledEarly.remove(transfer.id) != nil || !running {
                         transfer.finish(.failure(.cancelled))
-                    } else {
+                    } else if active.count < maxConnections && waitingHead == waiting.count {
                         start(transfer)
+                    } else {
+                        wait(transfer)
                     }
                 case .cancel(let id):
                     if let transfer = active.removeValue(forKey: id) {
                         release(transfer)
                         transfer.finish(.failure(.cancelled))
+                    } else if let index = waiting[waitingHead...].firstIndex(where: { $0.id == id }) {
+                        waiting.remove(at: index).finish(.failure(.cancelled))
+                        waitingNow.subtract(1, ordering: .relaxed)
                     } else {
                         cancelledEarly.insert(id)
                     }
@@ -164,6 +191,8 @@ final class CurlEngine: @unchecked Sendable {
                     transfer.finish(.failure(.cancelled))
                 }
                 active.removeAll()
+                for transfer in waiting[waitingHead...] { transfer.finish(.failure(.cancelled)) }
+                waiting.removeAll()
                 for easy in spareHandles { curl_easy_cleanup(easy) }
                 spareHandles.removeAll()
                 curl_multi_cleanup(multi)
@@ -181,8 +210,60 @@ final class CurlEngine: @unchecked Sendable {
                 guard let transfer = active.removeValue(forKey: id) else { continue }
                 complete(transfer, code: code)
             }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            let pollMs = startWaiting()
+            curl_multi_poll(multi, nil, 0, pollMs, nil)
         }
+    }
+
+    private func wait(_ transfer: Transfer) {
+        if waitingHead > 0 && waitingHead * 2 >= waiting.count {
+            waiting.removeFirst(waitingHead)
+            waitingHead = 0
+        }
+        waiting.append(transfer)
+        nextWaitingDeadline = min(nextWaitingDeadline ?? transfer.deadline, transfer.deadline)
+        waitingNow.add(1, ordering: .relaxed)
+        waitedTotal.add(1, ordering: .relaxed)
+    }
+
+    /// Starts the waiting exchanges that have a connection free now, in order, and fails those
+    /// past their deadline. Returns how long the loop may sleep: until the next waiting deadline,
+    /// at most a second.
+    private func startWaiting() -> Int32 {
+        guard waitingHead < waiting.count else { return 1000 }
+        var started = 0
+        while active.count < maxConnections && waitingHead < waiting.count {
+            let transfer = waiting[waitingHead]
+            waitingHead += 1
+            started += 1
+            start(transfer)
+        }
+        let now = ContinuousClock.now
+        if let next = nextWaitingDeadline, next <= now {
+            var kept: [Transfer] = []
+            for transfer in waiting[waitingHead...] {
+                if transfer.deadline <= now {
+                    transfer.finish(.failure(.timeout))
+                    started += 1
+                } else {
+                    kept.append(transfer)
+                }
+            }
+            waiting = kept
+            waitingHead = 0
+            nextWaitingDeadline = kept.map(\.deadline).min()
+        }
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+            nextWaitingDeadline = nil
+        }
+        waitingNow.subtract(started, ordering: .relaxed)
+        guard let next = nextWaitingDeadline else { return 1000 }
+        let left = now.duration(to: next)
+        let (seconds, attoseconds) = left.components
+        // Rounded up, so the deadline has passed when the loop looks again.
+        return Int32(clamping: min(1000, max(1, seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)))
     }
 
     private func start(_ transfer: Transfer) {
@@ -196,7 +277,9 @@ final class CurlEngine: @unchecked Sendable {
         _ = kassa_easy_setopt_str(easy, CURLOPT_URL, request.url)
         _ = kassa_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = kassa_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
-        _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.totalTimeoutMs)
+        // What is left of the request's time (all of it, unless it waited for a connection).
+        let left = transfer.started.duration(to: transfer.deadline).components
+        _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(left.seconds) * 1000 + Int(left.attoseconds / 1_000_000_000_000_000)))
         _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
         _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         if let ca = request.caCertificatePath { _ = kassa_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }
@@ -249,9 +332,9 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// A finished handle goes back to its defaults (every option, the body copy, the private
-    /// pointer) and is kept while there are fewer spares than cached connections.
+    /// pointer) and is kept while there are fewer spares than connections.
     private func keepOrFree(_ easy: UnsafeMutableRawPointer) {
-        if spareHandles.count < maxSpareHandles {
+        if spareHandles.count < maxConnections {
             curl_easy_reset(easy)
             spareHandles.append(easy)
         } else {

@@ -64,7 +64,7 @@ final class KassaNode: Service, Sendable {
         } else {
             simulator = nil
         }
-        upstream = UpstreamClient(maxCachedConnections: gatewayConfiguration.upstreamKeptConnections)
+        upstream = UpstreamClient(maxConnections: gatewayConfiguration.upstreamConnections)
         let telemetry: Telemetry
         (telemetry, traceExport) = try Self.tracing(endpoint: gatewayConfiguration.otlpEndpoint, nodeName: gatewayConfiguration.nodeName,
                                                     logger: logger)

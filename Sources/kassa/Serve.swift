@@ -41,6 +41,8 @@ struct Serve: AsyncParsableCommand {
     var requestTimeout: Int?
     @Option(name: .customLong("upstream-timeout-ms"), help: "Milliseconds allowed for one upstream exchange. (KASSA_UPSTREAM_TIMEOUT_MS, default 10000)")
     var upstreamTimeoutMs: Int?
+    @Option(name: .customLong("upstream-connections"), help: "Upstream connections open at once, all kept for reuse; a call beyond them waits for one to come free. (KASSA_UPSTREAM_CONNECTIONS, default 1024)")
+    var upstreamConnections: Int?
     @Option(name: .customLong("shutdown-grace"), help: "Seconds a graceful stop waits for in-flight work. (KASSA_SHUTDOWN_GRACE, default 5)")
     var shutdownGrace: Int?
     @Option(help: "SQLite durability: normal (survives a process crash) or full (also power loss). (KASSA_DURABILITY, default normal)")
@@ -187,6 +189,10 @@ struct Serve: AsyncParsableCommand {
             }
             gateway.peers.append(base)
         }
+        gateway.upstreamConnections = try setting(upstreamConnections, "KASSA_UPSTREAM_CONNECTIONS", default: GatewayConfiguration.defaultUpstreamConnections)
+        guard (1...65_536).contains(gateway.upstreamConnections) else { throw ValidationError("--upstream-connections must be 1 to 65536") }
+        // The upstream connections' descriptors come beside the edge's, with room for the files.
+        edge.reservedDescriptors = max(edge.reservedDescriptors, gateway.upstreamConnections + 256)
         gateway.nodeName = setting(nodeName, "KASSA_NODE_NAME", default: "\(host):\(port)")
         guard !gateway.nodeName.isEmpty, gateway.nodeName.count <= 64 else { throw ValidationError("--node-name must be 1 to 64 characters") }
         for origin in commaList(setting(corsOrigins, "KASSA_CORS_ORIGINS", default: "")) {

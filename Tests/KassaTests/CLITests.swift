@@ -40,7 +40,8 @@ struct CLITests {
         for item in ["--listen", "KASSA_LISTEN", "--db", "KASSA_DB", "--upstream-url", "KASSA_UPSTREAM_URL",
                      "--upstream-token", "KASSA_UPSTREAM_TOKEN", "--api-keys", "KASSA_API_KEYS",
                      "--admin-token", "KASSA_ADMIN_TOKEN", "--allowed-upstream-hosts", "KASSA_ALLOWED_UPSTREAM_HOSTS",
-                     "--max-body-bytes", "--max-frame-bytes", "--max-outbound-bytes", "--idle-timeout"] {
+                     "--max-body-bytes", "--max-frame-bytes", "--max-outbound-bytes", "--idle-timeout",
+                     "--upstream-connections", "KASSA_UPSTREAM_CONNECTIONS"] {
             #expect(help.contains(item), "help lacks \(item)")
         }
     }

@@ -79,9 +79,7 @@ struct ConnectionCapsTests {
     func globalCap() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        var own = rlimit()
-        try #require(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &own) == 0 && own.rlim_max >= 8_192,
-                     "the test needs a hard file limit of at least 8192")
+        try requireHardFileLimit(8_192)
         let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("kassa.sqlite"), "--max-connections", "16"],
                                  environment: ["KASSA_API_KEYS": "cap-key", "KASSA_ADMIN_TOKEN": "cap-admin",
                                                "KASSA_UPSTREAM_URL": "http://127.0.0.1:1/"],
@@ -118,6 +116,33 @@ struct ConnectionCapsTests {
         #expect(try await onThread { p.waitForExit() } == 0)
     }
 
+    @Test("the soft file limit is raised for the upstream connections too, beside the edge's")
+    func limitHoldsUpstreamConnections() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try requireHardFileLimit(8_192)
+        func softLimit(upstreamConnections: String) async throws -> String? {
+            let p = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("kassa-\(upstreamConnections).sqlite"),
+                                      "--max-connections", "16", "--upstream-connections", upstreamConnections],
+                                     environment: ["KASSA_API_KEYS": "cap-key", "KASSA_ADMIN_TOKEN": "cap-admin",
+                                                   "KASSA_UPSTREAM_URL": "http://127.0.0.1:1/"],
+                                     ulimit: "-Sn 1024")
+            _ = try await onThread { p.waitForLog(message: "listening") }
+            let limits = try String(contentsOfFile: "/proc/\(p.child.pid)/limits", encoding: .utf8)
+            p.signal(SIGTERM)
+            #expect(try await onThread { p.waitForExit() } == 0)
+            return limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?.split(separator: " ").dropFirst(3).first.map(String.init)
+        }
+        // 16 connections, 4 000 upstream connections and 256 more for the files.
+        #expect(try await softLimit(upstreamConnections: "4000") == "4272")
+        // The default reserve (1 024) when the upstream connections fit in it, less 256.
+        #expect(try await softLimit(upstreamConnections: "500") == "1040")
+        let refused = try KassaProcess(["serve", "--listen", "127.0.0.1:0", "--db", dir.file("refused.sqlite"), "--upstream-connections", "0"],
+                                       environment: ["KASSA_API_KEYS": "cap-key", "KASSA_ADMIN_TOKEN": "cap-admin"])
+        #expect(try await onThread { refused.waitForExit() } != 0)
+        #expect(refused.stderr.contains("--upstream-connections must be 1 to 65536"))
+    }
+
     @Test("under a hard file limit lower than the cap, the edge holds what the limit allows and says so at start")
     func hardLimitBelowCap() async throws {
         let dir = TempDirectory()
@@ -148,8 +173,17 @@ struct ConnectionCapsTests {
                 == .init(whileMaking: 4_096, after: 4_096, connections: 4_096 - reserve))
         // A small hard limit keeps three quarters for connections; no limit at all is no trap.
         #expect(DescriptorTable.plan(soft: 256, hard: 256, connections: 16_384).connections == 192)
+        // A larger reserve (many upstream connections) is held beside the connections.
+        #expect(DescriptorTable.plan(soft: 1_024, hard: 524_288, connections: 16_384, reserve: 4_352)
+                == .init(whileMaking: 20_736, after: 20_736, connections: 16_384))
         let unlimited = rlim_t.max  // RLIM_INFINITY
         #expect(DescriptorTable.plan(soft: unlimited, hard: unlimited, connections: 1_048_576)
                 == .init(whileMaking: rlim_t(1_048_576 + reserve), after: unlimited, connections: 1_048_576))
+    }
+
+    private func requireHardFileLimit(_ least: rlim_t) throws {
+        var own = rlimit()
+        try #require(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &own) == 0 && own.rlim_max >= least,
+                     "the test needs a hard file limit of at least \(least)")
     }
 }

@@ -41,6 +41,61 @@ struct UpstreamClientTests {
         #expect(results.allSatisfy { $0.0 == 200 && $0.1 == 1 })
     }
 
+    @Test("calls beyond the connection bound wait for a kept connection instead of opening their own")
+    func boundedConnections() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let url = "http://127.0.0.1:\(server.port)/pause"
+        // Each answer says whether its exchange opened a connection or took a kept one.
+        func connectionsUsed(by client: UpstreamClient, calls: Int) async throws -> (statuses: [Int], opened: Int) {
+            try await withThrowingTaskGroup(of: UpstreamResponse.self) { group in
+                for _ in 0..<calls { group.addTask { try await client.send(UpstreamRequest(url: url, totalTimeoutMs: 5_000)) } }
+                return try await group.reduce(into: ([Int](), 0)) { $0.statuses.append($1.status); $0.opened += $1.reusedConnection ? 0 : 1 }
+            }
+        }
+        // Twelve calls of 50 ms at once through two connections: they take turns on those two.
+        let bounded = UpstreamClient(maxConnections: 2)
+        defer { bounded.shutdown() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let few = try await connectionsUsed(by: bounded, calls: 12)
+        #expect(few.statuses == Array(repeating: 200, count: 12))
+        #expect(few.opened == 2, "two connections opened, then kept and reused: \(few.opened) opened")
+        #expect(start.duration(to: clock.now) >= .milliseconds(250), "six rounds of 50 ms on two connections")
+        #expect(bounded.waitingNow == 0 && bounded.waitedTotal == 10, "ten calls waited for a connection")
+        // With room for all of them, each call has a connection of its own at once.
+        let roomy = UpstreamClient(maxConnections: 16)
+        defer { roomy.shutdown() }
+        let many = try await connectionsUsed(by: roomy, calls: 12)
+        #expect(many.opened == 12 && roomy.waitedTotal == 0)
+    }
+
+    @Test("a call waiting for a connection keeps its own deadline, and can be cancelled")
+    func waitingCallTimesOut() async throws {
+        let (server, handler) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let single = UpstreamClient(maxConnections: 1)
+        defer { single.shutdown() }
+        var started = handler.slowStarted.makeAsyncIterator()
+        let busy = Task { try await single.send(UpstreamRequest(url: "http://127.0.0.1:\(server.port)/slow", totalTimeoutMs: 5_000)) }
+        _ = await started.next()
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: UpstreamError.timeout) {
+            _ = try await single.send(UpstreamRequest(url: "http://127.0.0.1:\(server.port)/fast", totalTimeoutMs: 300))
+        }
+        #expect(start.duration(to: clock.now) < .milliseconds(1_500), "not held until the slow call ends (2 s)")
+        let waiter = Task { try await single.send(UpstreamRequest(url: "http://127.0.0.1:\(server.port)/fast", totalTimeoutMs: 5_000)) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(single.waitingNow == 1)
+        let cancelled = clock.now
+        waiter.cancel()
+        let outcome = await waiter.result
+        #expect(throws: UpstreamError.cancelled) { try outcome.get() }
+        #expect(cancelled.duration(to: clock.now) < .milliseconds(1_000) && single.waitingNow == 0, "taken out of the queue at once")
+        #expect(try await busy.value.text == "slow")
+    }
+
     @Test("status, headers and body are exposed; connections are reused")
     func responseAndReuse() async throws {
         let (server, _) = try startTestEdge()

@@ -47,6 +47,8 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_upstream_requests_total", kind: .counter, help: "Calls to Swedbank Pay, by operation and status (error: no response).", labels: ["operation", "status"]),
         Metric(name: "kassa_upstream_request_duration_seconds", kind: .histogram(seconds: true), help: "Time of a call to Swedbank Pay, by operation.", labels: ["operation"]),
         Metric(name: "kassa_upstream_retries_total", kind: .counter, help: "Upstream calls retried, by operation.", labels: ["operation"]),
+        Metric(name: "kassa_upstream_waiting", kind: .gauge, help: "Upstream calls waiting now for a connection (all --upstream-connections busy).", labels: []),
+        Metric(name: "kassa_upstream_waits_total", kind: .counter, help: "Upstream calls that had to wait for a connection.", labels: []),
         Metric(name: "kassa_upstream_circuit_open", kind: .gauge, help: "1 while the circuit breaker for an upstream origin is open.", labels: ["origin"]),
         Metric(name: "kassa_eventlog_batch_size", kind: .histogram(seconds: false), help: "Events per event-log transaction.", labels: []),
         Metric(name: "kassa_eventlog_write_seconds", kind: .histogram(seconds: true), help: "Time to commit one event-log transaction.", labels: []),
@@ -269,15 +271,21 @@ public final class KassaMetrics: Sendable {
 
     /// The Prometheus text exposition, with the process figures read now.
     /// The edge's own counts, last seen by a scrape: counters advance by what changed since.
-    private let edgeCountsSeen = Mutex<(refused: Int, evicted: Int)>((0, 0))
+    private let edgeCountsSeen = Mutex<(refused: Int, evicted: Int, waited: Int)>((0, 0, 0))
 
-    func scrape(eventLogQueue: Int, sqliteMemory: Int64, refusedConnections: Int = 0, evictedHalfOpen: Int = 0) -> String {
-        let (refused, evicted) = edgeCountsSeen.withLock { seen in
-            defer { seen = (max(seen.refused, refusedConnections), max(seen.evicted, evictedHalfOpen)) }
-            return (max(0, refusedConnections - seen.refused), max(0, evictedHalfOpen - seen.evicted))
+    /// The upstream client's counts: calls waiting for a connection now, and all that have waited.
+    struct UpstreamWaits { var now = 0, total = 0 }
+
+    func scrape(eventLogQueue: Int, sqliteMemory: Int64, refusedConnections: Int = 0, evictedHalfOpen: Int = 0,
+                upstreamWaits: UpstreamWaits = UpstreamWaits()) -> String {
+        let (refused, evicted, waited) = edgeCountsSeen.withLock { seen in
+            defer { seen = (max(seen.refused, refusedConnections), max(seen.evicted, evictedHalfOpen), max(seen.waited, upstreamWaits.total)) }
+            return (max(0, refusedConnections - seen.refused), max(0, evictedHalfOpen - seen.evicted), max(0, upstreamWaits.total - seen.waited))
         }
         counter("kassa_connections_refused_total").increment(by: Int64(refused))
         counter("kassa_half_open_evicted_total").increment(by: Int64(evicted))
+        counter("kassa_upstream_waits_total").increment(by: Int64(waited))
+        gauge("kassa_upstream_waiting").record(upstreamWaits.now)
         gauge("kassa_eventlog_queue_depth").record(eventLogQueue)
         gauge("kassa_sqlite_memory_bytes").record(sqliteMemory)
         gauge("kassa_process_resident_memory_bytes").record(Self.residentBytes())
