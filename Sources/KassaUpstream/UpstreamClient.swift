@@ -92,7 +92,10 @@ final class Transfer: @unchecked Sendable {
 
 private let curlGlobalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
-/// The multi handle and its thread.
+/// The multi handle and its thread. The thread waits on an epoll set of the sockets libcurl asks
+/// it to watch and acts on the ready ones only (`curl_multi_socket_action`). `curl_multi_perform`
+/// walked every exchange in flight on each pass, with a `poll` for each: against an upstream
+/// answering in 100 ms (hundreds in flight) that made an exchange cost half as much again.
 final class CurlEngine: @unchecked Sendable {
     private enum Op {
         case add(Transfer)
@@ -100,6 +103,11 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
+    private let epoll: Int32
+    /// An eventfd in the epoll set: written by the first operation queued, so the loop wakes.
+    private let wakeUp: Int32
+    /// Curl-thread confined: when libcurl next wants `curl_multi_socket_action` for its timers.
+    fileprivate var timerDeadline: ContinuousClock.Instant?
     private let pending = Mutex<(ops: [Op], running: Bool)>(([], true))
     /// Curl-thread confined: exchanges in flight by id.
     private var active: [UInt64: Transfer] = [:]
@@ -125,7 +133,45 @@ final class CurlEngine: @unchecked Sendable {
         // As many kept as may be in flight: with fewer kept, every exchange past the kept number
         // at a busy moment opened a connection (a TCP and TLS handshake) and closed one after it.
         _ = kassa_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, self.maxConnections)
+        epoll = kassa_epoll_create()
+        wakeUp = kassa_eventfd_create()
+        precondition(epoll >= 0 && wakeUp >= 0, "the curl thread's epoll set or eventfd could not be made")
+        _ = kassa_epoll_set(epoll, kassa_epoll_add, wakeUp, kassa_epoll_in)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = kassa_multi_setopt_socketfn(multi, curlSocketChanged)
+        _ = kassa_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
+        _ = kassa_multi_setopt_timerfn(multi, curlTimerChanged)
+        _ = kassa_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
         Thread.named("kassa-curl") { [self] in loop() }.start()
+    }
+
+    /// The loop's thread holds the engine until it stops, so this runs after `shutdown` and the
+    /// loop's return, when nobody can queue anything more.
+    deinit {
+        close(epoll)
+        close(wakeUp)
+    }
+
+    private func wakeLoop() {
+        var one: UInt64 = 1
+        _ = write(wakeUp, &one, 8)
+    }
+
+    /// libcurl's wish for `socket`: watch it for reading, writing or both, or no longer.
+    fileprivate func watch(_ socket: curl_socket_t, what: Int32, known: Bool) {
+        if what == CURL_POLL_REMOVE {
+            _ = kassa_epoll_set(epoll, kassa_epoll_del, socket, 0)
+            return
+        }
+        var events: UInt32 = 0
+        if what & CURL_POLL_IN != 0 { events |= kassa_epoll_in }
+        if what & CURL_POLL_OUT != 0 { events |= kassa_epoll_out }
+        // A socket libcurl has not told about before is added; one it has, changed. Either failing
+        // (a descriptor closed and its number given to a new socket) is tried the other way.
+        if kassa_epoll_set(epoll, known ? kassa_epoll_mod : kassa_epoll_add, socket, events) != 0 {
+            _ = kassa_epoll_set(epoll, known ? kassa_epoll_add : kassa_epoll_mod, socket, events)
+        }
+        if !known { curl_multi_assign(multi, socket, UnsafeMutableRawPointer(bitPattern: 1)) }
     }
 
     func submit(_ transfer: Transfer) {
@@ -135,7 +181,7 @@ final class CurlEngine: @unchecked Sendable {
             return state.ops.count == 1
         }
         guard let wake = accepted else { return transfer.finish(.failure(.cancelled)) }
-        if wake { curl_multi_wakeup(multi) }
+        if wake { wakeLoop() }
     }
 
     func cancel(_ id: UInt64) {
@@ -143,20 +189,24 @@ final class CurlEngine: @unchecked Sendable {
             state.ops.append(.cancel(id))
             return state.ops.count == 1
         }
-        if wake { curl_multi_wakeup(multi) }
+        if wake { wakeLoop() }
     }
 
     func shutdown() {
         pending.withLock { $0.running = false }
-        curl_multi_wakeup(multi)
+        wakeLoop()
     }
 
     /// One wake-up (a system call) per batch of operations: the first one queued wakes the loop,
-    /// which takes every operation queued by then; a wake-up stays pending until the next poll.
+    /// which takes every operation queued by then; a wake-up stays pending until the next wait.
     private func loop() {
         var stillRunning: Int32 = 0
         // The queue and this loop trade buffers, so neither side allocates one per pass.
         var ops: [Op] = []
+        let capacity: Int32 = 64
+        var readyFDs = [Int32](repeating: 0, count: Int(capacity))
+        var readyEvents = [UInt32](repeating: 0, count: Int(capacity))
+        var ready: Int32 = 0
         while true {
             ops.removeAll(keepingCapacity: true)
             let running = pending.withLock { state -> Bool in
@@ -178,8 +228,9 @@ final class CurlEngine: @unchecked Sendable {
                         release(transfer)
                         transfer.finish(.failure(.cancelled))
                     } else if let index = waiting[waitingHead...].firstIndex(where: { $0.id == id }) {
-                        waiting.remove(at: index).finish(.failure(.cancelled))
+                        // Counted out before the caller hears of it, so it never reads a stale count.
                         waitingNow.subtract(1, ordering: .relaxed)
+                        waiting.remove(at: index).finish(.failure(.cancelled))
                     } else {
                         cancelledEarly.insert(id)
                     }
@@ -198,7 +249,19 @@ final class CurlEngine: @unchecked Sendable {
                 curl_multi_cleanup(multi)
                 return
             }
-            curl_multi_perform(multi, &stillRunning)
+            for i in 0..<Int(ready) where readyFDs[i] != wakeUp {
+                let events = readyEvents[i]
+                var action: Int32 = 0
+                if events & (kassa_epoll_in | kassa_epoll_hup) != 0 { action |= CURL_CSELECT_IN }
+                if events & kassa_epoll_out != 0 { action |= CURL_CSELECT_OUT }
+                if events & kassa_epoll_err != 0 { action |= CURL_CSELECT_ERR }
+                curl_multi_socket_action(multi, readyFDs[i], action, &stillRunning)
+            }
+            if let deadline = timerDeadline, deadline <= .now {
+                // libcurl calls the timer function again during this call if a timer is left.
+                timerDeadline = nil
+                curl_multi_socket_action(multi, kassa_curl_socket_timeout, 0, &stillRunning)
+            }
             var left: Int32 = 0
             while let message = curl_multi_info_read(multi, &left) {
                 guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
@@ -210,8 +273,18 @@ final class CurlEngine: @unchecked Sendable {
                 guard let transfer = active.removeValue(forKey: id) else { continue }
                 complete(transfer, code: code)
             }
-            let pollMs = startWaiting()
-            curl_multi_poll(multi, nil, 0, pollMs, nil)
+            var waitMs = startWaiting()
+            if let deadline = timerDeadline {
+                waitMs = min(waitMs, milliseconds(until: deadline, from: .now))
+            }
+            ready = kassa_epoll_wait(epoll, &readyFDs, &readyEvents, capacity, waitMs)
+            if ready < 0 { ready = 0 }  // EINTR: go round again
+            // The wake-up is read before the queue is taken at the top: read after, it could
+            // swallow the wake-up of an operation queued in between, left waiting a second.
+            if readyFDs.prefix(Int(ready)).contains(wakeUp) {
+                var count: UInt64 = 0
+                _ = read(wakeUp, &count, 8)
+            }
         }
     }
 
@@ -231,39 +304,36 @@ final class CurlEngine: @unchecked Sendable {
     /// at most a second.
     private func startWaiting() -> Int32 {
         guard waitingHead < waiting.count else { return 1000 }
-        var started = 0
         while active.count < maxConnections && waitingHead < waiting.count {
             let transfer = waiting[waitingHead]
             waitingHead += 1
-            started += 1
+            waitingNow.subtract(1, ordering: .relaxed)
             start(transfer)
         }
         let now = ContinuousClock.now
         if let next = nextWaitingDeadline, next <= now {
-            var kept: [Transfer] = []
-            for transfer in waiting[waitingHead...] {
-                if transfer.deadline <= now {
-                    transfer.finish(.failure(.timeout))
-                    started += 1
-                } else {
-                    kept.append(transfer)
-                }
-            }
-            waiting = kept
+            let expired = waiting[waitingHead...].filter { $0.deadline <= now }
+            waiting = waiting[waitingHead...].filter { $0.deadline > now }
             waitingHead = 0
-            nextWaitingDeadline = kept.map(\.deadline).min()
+            nextWaitingDeadline = waiting.map(\.deadline).min()
+            waitingNow.subtract(expired.count, ordering: .relaxed)
+            for transfer in expired { transfer.finish(.failure(.timeout)) }
         }
         if waitingHead == waiting.count {
             waiting.removeAll(keepingCapacity: true)
             waitingHead = 0
             nextWaitingDeadline = nil
         }
-        waitingNow.subtract(started, ordering: .relaxed)
         guard let next = nextWaitingDeadline else { return 1000 }
-        let left = now.duration(to: next)
-        let (seconds, attoseconds) = left.components
-        // Rounded up, so the deadline has passed when the loop looks again.
-        return Int32(clamping: min(1000, max(1, seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)))
+        return max(1, milliseconds(until: next, from: now))
+    }
+
+    /// Milliseconds from `now` to `deadline`, rounded up (so it has passed when the loop looks
+    /// again), 0 if it has passed, at most a second.
+    private func milliseconds(until deadline: ContinuousClock.Instant, from now: ContinuousClock.Instant) -> Int32 {
+        let (seconds, attoseconds) = now.duration(to: deadline).components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        return Int32(clamping: min(1000, seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
     }
 
     private func start(_ transfer: Transfer) {
@@ -371,6 +441,23 @@ final class CurlEngine: @unchecked Sendable {
             transfer.finish(.failure(.transport(code: Int(code.rawValue), message: message)))
         }
     }
+}
+
+/// CURLMOPT_SOCKETFUNCTION: `socketp` is what `curl_multi_assign` left on the socket (set once
+/// it is in the epoll set).
+private func curlSocketChanged(_ easy: UnsafeMutableRawPointer?, _ socket: curl_socket_t, _ what: Int32,
+                               _ user: UnsafeMutableRawPointer?, _ socketp: UnsafeMutableRawPointer?) -> Int32 {
+    guard let user else { return 0 }
+    Unmanaged<CurlEngine>.fromOpaque(user).takeUnretainedValue().watch(socket, what: what, known: socketp != nil)
+    return 0
+}
+
+/// CURLMOPT_TIMERFUNCTION: call back in `milliseconds` (0: at once), or never (-1).
+private func curlTimerChanged(_ multi: UnsafeMutableRawPointer?, _ milliseconds: Int, _ user: UnsafeMutableRawPointer?) -> Int32 {
+    guard let user else { return 0 }
+    let engine = Unmanaged<CurlEngine>.fromOpaque(user).takeUnretainedValue()
+    engine.timerDeadline = milliseconds < 0 ? nil : .now + .milliseconds(milliseconds)
+    return 0
 }
 
 private func curlWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ user: UnsafeMutableRawPointer?) -> Int {
