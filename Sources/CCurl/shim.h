@@ -29,6 +29,7 @@ static inline CURLMcode kassa_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v)
 static inline CURLMcode kassa_multi_setopt_socketfn(CURLM *m, curl_socket_callback f) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, f); }
 static inline CURLMcode kassa_multi_setopt_timerfn(CURLM *m, curl_multi_timer_callback f) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, f); }
 static const curl_socket_t kassa_curl_socket_timeout = CURL_SOCKET_TIMEOUT;
+static inline CURLcode kassa_easy_setopt_closesocketfn(CURL *h, curl_closesocket_callback f) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f); }
 
 static inline int kassa_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int kassa_eventfd_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

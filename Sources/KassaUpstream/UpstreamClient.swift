@@ -108,6 +108,9 @@ final class CurlEngine: @unchecked Sendable {
     private let wakeUp: Int32
     /// Curl-thread confined: when libcurl next wants `curl_multi_socket_action` for its timers.
     fileprivate var timerDeadline: ContinuousClock.Instant?
+    /// Curl-thread confined: the sockets in the epoll set, what for, and whether libcurl has let go
+    /// of them (a kept connection between calls).
+    private var watched: [curl_socket_t: (events: UInt32, idle: Bool)] = [:]
     private let pending = Mutex<(ops: [Op], running: Bool)>(([], true))
     /// Curl-thread confined: exchanges in flight by id.
     private var active: [UInt64: Transfer] = [:]
@@ -158,20 +161,32 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// libcurl's wish for `socket`: watch it for reading, writing or both, or no longer.
-    fileprivate func watch(_ socket: curl_socket_t, what: Int32, known: Bool) {
+    /// A kept connection's socket stays in the set while idle, watched for reading only: the next
+    /// call on it then costs no `epoll_ctl`, where removing and adding it back cost two a call. An
+    /// idle socket that turns readable (the upstream closed it) is taken out then.
+    fileprivate func watch(_ socket: curl_socket_t, what: Int32) {
+        let current = watched[socket]
         if what == CURL_POLL_REMOVE {
-            _ = kassa_epoll_set(epoll, kassa_epoll_del, socket, 0)
+            if current?.events == kassa_epoll_in {
+                watched[socket]?.idle = true
+            } else if current != nil {
+                watched[socket] = nil
+                _ = kassa_epoll_set(epoll, kassa_epoll_del, socket, 0)
+            }
             return
         }
         var events: UInt32 = 0
         if what & CURL_POLL_IN != 0 { events |= kassa_epoll_in }
         if what & CURL_POLL_OUT != 0 { events |= kassa_epoll_out }
-        // A socket libcurl has not told about before is added; one it has, changed. Either failing
-        // (a descriptor closed and its number given to a new socket) is tried the other way.
-        if kassa_epoll_set(epoll, known ? kassa_epoll_mod : kassa_epoll_add, socket, events) != 0 {
-            _ = kassa_epoll_set(epoll, known ? kassa_epoll_add : kassa_epoll_mod, socket, events)
-        }
-        if !known { curl_multi_assign(multi, socket, UnsafeMutableRawPointer(bitPattern: 1)) }
+        watched[socket] = (events, false)
+        if current?.events == events { return }
+        _ = kassa_epoll_set(epoll, current == nil ? kassa_epoll_add : kassa_epoll_mod, socket, events)
+    }
+
+    /// libcurl closes `socket`: closing it takes it out of the epoll set.
+    fileprivate func closing(_ socket: curl_socket_t) {
+        watched[socket] = nil
+        close(socket)
     }
 
     func submit(_ transfer: Transfer) {
@@ -251,6 +266,11 @@ final class CurlEngine: @unchecked Sendable {
             }
             for i in 0..<Int(ready) where readyFDs[i] != wakeUp {
                 let events = readyEvents[i]
+                if watched[readyFDs[i]]?.idle == true {
+                    watched[readyFDs[i]] = nil
+                    _ = kassa_epoll_set(epoll, kassa_epoll_del, readyFDs[i], 0)
+                    continue
+                }
                 var action: Int32 = 0
                 if events & (kassa_epoll_in | kassa_epoll_hup) != 0 { action |= CURL_CSELECT_IN }
                 if events & kassa_epoll_out != 0 { action |= CURL_CSELECT_OUT }
@@ -359,6 +379,8 @@ final class CurlEngine: @unchecked Sendable {
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
         _ = kassa_easy_setopt_datafn(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader)
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
+        _ = kassa_easy_setopt_closesocketfn(easy, curlClosesSocket)
+        _ = kassa_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(self).toOpaque())
 
         let method = request.method.uppercased()
         switch method {
@@ -443,12 +465,19 @@ final class CurlEngine: @unchecked Sendable {
     }
 }
 
-/// CURLMOPT_SOCKETFUNCTION: `socketp` is what `curl_multi_assign` left on the socket (set once
-/// it is in the epoll set).
+/// CURLMOPT_SOCKETFUNCTION.
 private func curlSocketChanged(_ easy: UnsafeMutableRawPointer?, _ socket: curl_socket_t, _ what: Int32,
                                _ user: UnsafeMutableRawPointer?, _ socketp: UnsafeMutableRawPointer?) -> Int32 {
     guard let user else { return 0 }
-    Unmanaged<CurlEngine>.fromOpaque(user).takeUnretainedValue().watch(socket, what: what, known: socketp != nil)
+    Unmanaged<CurlEngine>.fromOpaque(user).takeUnretainedValue().watch(socket, what: what)
+    return 0
+}
+
+/// CURLOPT_CLOSESOCKETFUNCTION: libcurl closes sockets here, the kept ones' included (those it
+/// no longer names to the socket function).
+private func curlClosesSocket(_ user: UnsafeMutableRawPointer?, _ socket: curl_socket_t) -> Int32 {
+    guard let user else { return close(socket) }
+    Unmanaged<CurlEngine>.fromOpaque(user).takeUnretainedValue().closing(socket)
     return 0
 }
 

@@ -96,6 +96,25 @@ struct UpstreamClientTests {
         #expect(try await busy.value.text == "slow")
     }
 
+    @Test("a kept connection the upstream closes while idle is let go, and the next call opens another")
+    func idleConnectionClosedByUpstream() async throws {
+        // The edge closes a kept connection whose next request is a second late.
+        let (server, _) = try startTestEdge { $0.requestTimeoutSeconds = 1 }
+        defer { Task { await server.stop() } }
+        let url = "http://127.0.0.1:\(server.port)/fast"
+        let own = UpstreamClient(maxConnections: 4)
+        defer { own.shutdown() }
+        let first = try await own.send(UpstreamRequest(url: url))
+        let second = try await own.send(UpstreamRequest(url: url))
+        #expect(!first.reusedConnection && second.reusedConnection)
+        try await Task.sleep(for: .milliseconds(2_500))
+        let third = try await own.send(UpstreamRequest(url: url))
+        #expect(third.status == 200 && third.text == "fast")
+        #expect(!third.reusedConnection, "the closed connection is not used again")
+        let fourth = try await own.send(UpstreamRequest(url: url))
+        #expect(fourth.reusedConnection, "the new one is kept")
+    }
+
     @Test("status, headers and body are exposed; connections are reused")
     func responseAndReuse() async throws {
         let (server, _) = try startTestEdge()
