@@ -16,9 +16,9 @@ public final class UpstreamClient: Sendable {
 
     private let engine: CurlEngine
 
-    /// `maxConnections` bounds the connections open at once, and all of them are kept for reuse:
-    /// an exchange beyond it waits for one to come free rather than opening (and later closing)
-    /// a connection of its own.
+    /// `maxConnections` bounds the exchanges in flight at once, and as many connections are kept
+    /// for reuse: an exchange beyond it waits for one to finish rather than opening (and later
+    /// closing) a connection of its own.
     public init(maxResponseBytes: Int = 8 << 20, maxConnections: Int = 64) {
         self.maxResponseBytes = maxResponseBytes
         self.engine = CurlEngine(maxConnections: maxConnections)
@@ -161,9 +161,9 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// libcurl's wish for `socket`: watch it for reading, writing or both, or no longer.
-    /// A kept connection's socket stays in the set while idle, watched for reading only: the next
-    /// call on it then costs no `epoll_ctl`, where removing and adding it back cost two a call. An
-    /// idle socket that turns readable (the upstream closed it) is taken out then.
+    /// A kept connection's socket stays in the set while idle, watched for reading only: its next
+    /// call costs one `epoll_ctl`, where removing it and adding it back cost two. An idle socket
+    /// that turns readable (the upstream closed it) is taken out then.
     fileprivate func watch(_ socket: curl_socket_t, what: Int32) {
         let current = watched[socket]
         if what == CURL_POLL_REMOVE {
@@ -179,13 +179,22 @@ final class CurlEngine: @unchecked Sendable {
         if what & CURL_POLL_IN != 0 { events |= kassa_epoll_in }
         if what & CURL_POLL_OUT != 0 { events |= kassa_epoll_out }
         watched[socket] = (events, false)
-        if current?.events == events { return }
-        _ = kassa_epoll_set(epoll, current == nil ? kassa_epoll_add : kassa_epoll_mod, socket, events)
+        if let current, !current.idle, current.events == events { return }
+        // An idle entry is changed, not trusted: a socket libcurl closed itself after letting it go
+        // (its resolver's) left the set, and its number may be a new socket's now.
+        if current == nil || kassa_epoll_set(epoll, kassa_epoll_mod, socket, events) != 0 {
+            if kassa_epoll_set(epoll, kassa_epoll_add, socket, events) != 0 {
+                _ = kassa_epoll_set(epoll, kassa_epoll_mod, socket, events)
+            }
+        }
     }
 
-    /// libcurl closes `socket`: closing it takes it out of the epoll set.
+    /// libcurl closes a connection's `socket`: out of the epoll set first (a descriptor a child
+    /// process inherited would keep it there after the close).
     fileprivate func closing(_ socket: curl_socket_t) {
-        watched[socket] = nil
+        if watched.removeValue(forKey: socket) != nil {
+            _ = kassa_epoll_set(epoll, kassa_epoll_del, socket, 0)
+        }
         close(socket)
     }
 
@@ -473,8 +482,8 @@ private func curlSocketChanged(_ easy: UnsafeMutableRawPointer?, _ socket: curl_
     return 0
 }
 
-/// CURLOPT_CLOSESOCKETFUNCTION: libcurl closes sockets here, the kept ones' included (those it
-/// no longer names to the socket function).
+/// CURLOPT_CLOSESOCKETFUNCTION: libcurl closes its connections' sockets here, the kept ones'
+/// included (those it no longer names to the socket function).
 private func curlClosesSocket(_ user: UnsafeMutableRawPointer?, _ socket: curl_socket_t) -> Int32 {
     guard let user else { return close(socket) }
     Unmanaged<CurlEngine>.fromOpaque(user).takeUnretainedValue().closing(socket)

@@ -115,6 +115,27 @@ struct UpstreamClientTests {
         #expect(fourth.reusedConnection, "the new one is kept")
     }
 
+    @Test("calls to a host name complete at once: the resolver's own socket, closed by libcurl, leaves nothing behind in the curl thread's set")
+    func hostNameCalls() async throws {
+        // The machine's name goes through libcurl's threaded resolver and its socket pair, which
+        // libcurl lets go of and closes itself; "localhost" (the fallback) it answers itself.
+        let (name, address) = loopbackHostName() ?? ("localhost", "127.0.0.1")
+        let (server, _) = try startTestEdge { $0.host = address }
+        defer { Task { await server.stop() } }
+        let clock = ContinuousClock()
+        for _ in 0..<4 {
+            // A new client resolves the name again (libcurl keeps its answers per client).
+            let own = UpstreamClient(maxConnections: 2)
+            defer { own.shutdown() }
+            for _ in 0..<3 {
+                let start = clock.now
+                let answer = try await own.send(UpstreamRequest(url: "http://\(name):\(server.port)/fast", totalTimeoutMs: 5_000))
+                #expect(answer.text == "fast")
+                #expect(start.duration(to: clock.now) < .seconds(2), "no call waits for its deadline or the loop's one-second wake-up")
+            }
+        }
+    }
+
     @Test("status, headers and body are exposed; connections are reused")
     func responseAndReuse() async throws {
         let (server, _) = try startTestEdge()
@@ -235,4 +256,24 @@ struct UpstreamClientTests {
                                                      body: [UInt8](repeating: 1, count: 5000)))
         }
     }
+}
+
+/// The machine's own name and the loopback address it resolves to, if it does.
+private func loopbackHostName() -> (name: String, address: String)? {
+    var buffer = [CChar](repeating: 0, count: 256)
+    guard gethostname(&buffer, buffer.count) == 0 else { return nil }
+    let name = String(cString: buffer)
+    var hints = addrinfo()
+    hints.ai_family = AF_INET
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    var result: UnsafeMutablePointer<addrinfo>?
+    guard !name.isEmpty, name != "localhost", getaddrinfo(name, nil, &hints, &result) == 0, let first = result, let address = first.pointee.ai_addr else {
+        return nil
+    }
+    defer { freeaddrinfo(result) }
+    var inet = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+    var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+    guard inet_ntop(AF_INET, &inet, &text, socklen_t(text.count)) != nil else { return nil }
+    let dotted = String(cString: text)
+    return dotted.hasPrefix("127.") ? (name, dotted) : nil
 }
