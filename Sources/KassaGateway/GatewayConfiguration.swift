@@ -32,10 +32,11 @@ public struct GatewayConfiguration: Sendable {
     public var pushStampsInMicroseconds = false
     /// Milliseconds between get-payment polls (the SDKs use 2 000).
     public var sessionPollIntervalMs: Int
-    /// Upstream connections open at once, all kept for reuse (`--upstream-connections`). A call
-    /// beyond them waits for one to come free: below the calls in flight at a busy moment (calls
-    /// a second × upstream latency), calls queue; with more open than kept, every call past the
-    /// kept number paid a TCP and TLS handshake and left a closed socket behind.
+    /// Upstream calls in flight at once, and as many connections kept for reuse
+    /// (`--upstream-connections`). A call beyond them waits for one to finish: set below the calls
+    /// in flight at a busy moment (calls a second × upstream latency), calls queue. With fewer
+    /// connections kept than open, every call past the kept number paid a TCP and TLS handshake
+    /// and left a closed socket behind.
     public var upstreamConnections = GatewayConfiguration.defaultUpstreamConnections
     public static let defaultUpstreamConnections = 1_024
     /// The breaker each upstream host starts with.

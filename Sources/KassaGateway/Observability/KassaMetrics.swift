@@ -270,15 +270,16 @@ public final class KassaMetrics: Sendable {
     // MARK: Scrape
 
     /// The Prometheus text exposition, with the process figures read now.
-    /// The edge's own counts, last seen by a scrape: counters advance by what changed since.
-    private let edgeCountsSeen = Mutex<(refused: Int, evicted: Int, waited: Int)>((0, 0, 0))
+    /// The edge's and the upstream client's own counts, last seen by a scrape: counters advance by
+    /// what changed since.
+    private let countsSeen = Mutex<(refused: Int, evicted: Int, waited: Int)>((0, 0, 0))
 
     /// The upstream client's counts: calls waiting for a connection now, and all that have waited.
     struct UpstreamWaits { var now = 0, total = 0 }
 
     func scrape(eventLogQueue: Int, sqliteMemory: Int64, refusedConnections: Int = 0, evictedHalfOpen: Int = 0,
                 upstreamWaits: UpstreamWaits = UpstreamWaits()) -> String {
-        let (refused, evicted, waited) = edgeCountsSeen.withLock { seen in
+        let (refused, evicted, waited) = countsSeen.withLock { seen in
             defer { seen = (max(seen.refused, refusedConnections), max(seen.evicted, evictedHalfOpen), max(seen.waited, upstreamWaits.total)) }
             return (max(0, refusedConnections - seen.refused), max(0, evictedHalfOpen - seen.evicted), max(0, upstreamWaits.total - seen.waited))
         }
