@@ -33,7 +33,7 @@ public struct EdgeConfiguration: Sendable {
     public static let defaultMaxConnections = 16_384
     /// Descriptors the rest of the process may hold beside the connections (its files, its
     /// upstream connections): the soft limit on open files is raised to hold these too.
-    public var reservedDescriptors = 1_024
+    public var reservedDescriptors = DescriptorTable.reserve
     /// Connections open at once from one client address; more are closed as they arrive.
     public var maxConnectionsPerAddress = 4_096
     /// Connections from one client address that have not yet sent a whole request (or sit idle

@@ -360,9 +360,7 @@ final class CurlEngine: @unchecked Sendable {
     /// Milliseconds from `now` to `deadline`, rounded up (so it has passed when the loop looks
     /// again), 0 if it has passed, at most a second.
     private func milliseconds(until deadline: ContinuousClock.Instant, from now: ContinuousClock.Instant) -> Int32 {
-        let (seconds, attoseconds) = now.duration(to: deadline).components
-        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
-        return Int32(clamping: min(1000, seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+        Int32(min(1000, max(0, now.duration(to: deadline).inMilliseconds.rounded(.up))))
     }
 
     private func start(_ transfer: Transfer) {
@@ -377,8 +375,8 @@ final class CurlEngine: @unchecked Sendable {
         _ = kassa_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = kassa_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
         // What is left of the request's time (all of it, unless it waited for a connection).
-        let left = transfer.started.duration(to: transfer.deadline).components
-        _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(left.seconds) * 1000 + Int(left.attoseconds / 1_000_000_000_000_000)))
+        let left = transfer.started.duration(to: transfer.deadline).inMilliseconds
+        _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(left)))
         _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
         _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         if let ca = request.caCertificatePath { _ = kassa_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }

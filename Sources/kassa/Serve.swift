@@ -41,7 +41,7 @@ struct Serve: AsyncParsableCommand {
     var requestTimeout: Int?
     @Option(name: .customLong("upstream-timeout-ms"), help: "Milliseconds allowed for one upstream exchange. (KASSA_UPSTREAM_TIMEOUT_MS, default 10000)")
     var upstreamTimeoutMs: Int?
-    @Option(name: .customLong("upstream-connections"), help: "Upstream connections open at once, all kept for reuse; a call beyond them waits for one to come free. (KASSA_UPSTREAM_CONNECTIONS, default 1024)")
+    @Option(name: .customLong("upstream-connections"), help: "Upstream calls in flight at once, and as many connections kept for reuse; a call beyond them waits for one to finish. (KASSA_UPSTREAM_CONNECTIONS, default 1024)")
     var upstreamConnections: Int?
     @Option(name: .customLong("shutdown-grace"), help: "Seconds a graceful stop waits for in-flight work. (KASSA_SHUTDOWN_GRACE, default 5)")
     var shutdownGrace: Int?

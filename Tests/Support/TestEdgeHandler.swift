@@ -46,9 +46,8 @@ final class TestEdgeHandler: EdgeHandler {
             for await _ in heldRelease { break }
             return .text("held")
         case "/pause":
-            // 50 ms, then which connection the request came on.
             try? await Task.sleep(for: .milliseconds(50))
-            return .text("\(request.connectionID)")
+            return .text("paused")
         case "/echo":
             return HTTPResponse(status: 200, contentType: "application/octet-stream",
                                 headers: [("x-echo-method", request.method.rawValue), ("x-echo-length", "\(request.body.count)")],
