@@ -348,8 +348,7 @@ final class SwedbankPayClient: Sendable {
                 if case .connectFailed = error { neverSent = true }
                 reason = "\(call.rel): \(error)"
             }
-            let elapsed = started.duration(to: .now)
-            let elapsedMs = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
+            let elapsedMs = Int(started.duration(to: .now).inMilliseconds)
             guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
                   let delay = retryPolicy.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
             else {
