@@ -55,8 +55,9 @@ extension EdgeServer {
         var addresses: [OpaquePointer: String] = [:]
         var openByAddress: [String: Int] = [:]
         var halfOpenByAddress: [String: Int] = [:]
-        /// Keep-alive connections whose transaction ended in this pass of the loop
-        /// (`finishEndedTransactions`).
+        /// Connections with an answer to write before the loop polls, and keep-alive connections
+        /// whose transaction ended in this pass of the loop (`finishPass`).
+        var answersDue: [OpaquePointer] = []
         var endedTransactions: [OpaquePointer] = []
     }
 }
@@ -304,19 +305,30 @@ extension EdgeServer {
     }
 
     /// Answers from the connection's own callback, on the service thread: the callback's result.
-    /// An answer that keeps the connection is written at once (a pass of the loop sooner; lws
-    /// keeps what the socket does not take and sends it first). One that
-    /// closes or drops the connection waits for its writeable callback, so the close follows
-    /// the whole answer.
+    /// An answer that keeps the connection is written at the end of the loop's pass (`finishPass`),
+    /// once the pass has read every request that was ready. One that closes or drops the
+    /// connection, or follows an answer the socket has not all taken yet, waits for the socket's
+    /// writeable callback, so the close follows the whole answer.
     private func answerNow(_ conn: EdgeConnection, _ response: HTTPResponse) -> Int32 {
         requestDone(conn.wsi)
         conn.awaitingBody = false
-        guard !response.closeConnection, !response.abortConnection, lws_partial_buffered(conn.wsi) == 0 else {
-            conn.pendingResponse = response
+        answerLater(conn, response)
+        return 0
+    }
+
+    /// Holds an answer for the connection: written at the end of the pass when it keeps the
+    /// connection (no `epoll_ctl`, no wake-up for a writeable socket), else in its writeable callback.
+    private func answerLater(_ conn: EdgeConnection, _ response: HTTPResponse) {
+        conn.pendingResponse = response
+        if !response.closeConnection, !response.abortConnection, lws_partial_buffered(conn.wsi) == 0 {
+            confined.answersDue.append(conn.wsi)
+            // libwebsockets armed a timeout for the request it handed over, in its one sorted list;
+            // the answer goes before the loop polls, so the entry is taken out (O(1)) rather than
+            // left to lengthen every insertion while a pass's answers wait.
+            lws_set_timeout(conn.wsi, NO_PENDING_TIMEOUT, 0)
+        } else {
             lws_callback_on_writable(conn.wsi)
-            return 0
         }
-        return answer(wsi: conn.wsi, response)
     }
 
     /// Writes an answer and ends its transaction: -1 when the connection goes.
@@ -335,13 +347,31 @@ extension EdgeServer {
         return 0
     }
 
-    /// Before the loop polls: the writeable pass libwebsockets asks for at the end of each
-    /// keep-alive transaction (`lws_http_transaction_completed` arms POLLOUT) is served now. It
-    /// only disarms POLLOUT again (no header is parsed yet, so no callback runs), and made here,
-    /// before libev hands the pass's changes to epoll, it costs no `epoll_ctl`: without it, each
-    /// request took two, and a wake-up for the writeable socket.
-    func finishEndedTransactions() {
-        guard !confined.endedTransactions.isEmpty, let context else { return }
+    /// Before the loop polls. First the answers held in this pass (`answerLater`) are written,
+    /// together: a client reading many of them (a proxy, a load balancer's pool) is woken once for
+    /// the lot rather than once an answer, the costliest part of a `send` on loopback. Then the
+    /// writeable pass libwebsockets asks for at the end of each keep-alive transaction
+    /// (`lws_http_transaction_completed` arms POLLOUT) is served. It only disarms POLLOUT again
+    /// (no header is parsed yet, so no callback runs), and made here, before libev hands the pass's
+    /// changes to epoll, it costs no `epoll_ctl`: without it, each request took two, and a wake-up
+    /// for the writeable socket.
+    func finishPass() {
+        guard let context else { return }
+        if !confined.answersDue.isEmpty {
+            var due: [OpaquePointer] = []
+            swap(&due, &confined.answersDue)
+            // Each still open, and still waiting (a connection closed in between is forgotten).
+            for wsi in due {
+                guard let conn = connection(lws_wsi_user(wsi)), let response = conn.pendingResponse else { continue }
+                conn.pendingResponse = nil
+                // A connection that must go (the client asked to close it, or the write failed) is
+                // closed here and now, as libwebsockets allows outside the connection's callbacks.
+                if answer(wsi: wsi, response) != 0 { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC) }
+            }
+            due.removeAll(keepingCapacity: true)
+            if confined.answersDue.isEmpty { swap(&due, &confined.answersDue) }
+        }
+        guard !confined.endedTransactions.isEmpty else { return }
         var ended: [OpaquePointer] = []
         swap(&ended, &confined.endedTransactions)
         // Each still open (one served before it may have been closed).
@@ -545,6 +575,7 @@ extension EdgeServer {
     private func connectionClosed(_ wsi: OpaquePointer) {
         requestDone(wsi)
         confined.endedTransactions.removeAll { $0 == wsi }
+        confined.answersDue.removeAll { $0 == wsi }
         guard let address = confined.addresses.removeValue(forKey: wsi) else { return }
         let left = confined.openByAddress[address, default: 1] - 1
         confined.openByAddress[address] = left > 0 ? left : nil
@@ -661,10 +692,7 @@ extension EdgeServer {
         switch command {
         case .response(let id, let response):
             confined.httpInFlight -= 1
-            if let conn = confined.connections[id] {
-                conn.pendingResponse = response
-                lws_callback_on_writable(conn.wsi)
-            }
+            if let conn = confined.connections[id] { answerLater(conn, response) }
             finishShutdownIfIdle()
         case .send(let id, let frame, let stamp):
             guard let conn = confined.connections[id], conn.kind == .webSocket else { return }

@@ -151,7 +151,7 @@ public final class EdgeServer: @unchecked Sendable {
         if let vhost = lws_get_vhost_by_name(context, "default") {
             port = Int(lws_get_vhost_listen_port(vhost))
         }
-        loop.start(context, name: "kassa-edge", beforePoll: { [self] in finishEndedTransactions() }) { [self] in
+        loop.start(context, name: "kassa-edge", beforePoll: { [self] in finishPass() }) { [self] in
             let waiters = stopped.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.done = true
                 defer { state.waiters = [] }
