@@ -380,34 +380,12 @@ extension EdgeServer {
         if confined.endedTransactions.isEmpty { swap(&ended, &confined.endedTransactions) }
     }
 
-    /// Writes the status line, headers and body in one `lws_write`, so one `send` (HTTP/1.1 only:
-    /// ALPN offers nothing else, and h1 writes raw). The header space is bounded; the body follows it.
+    /// Writes the answer in one `lws_write`, so one `send` (HTTP/1.1 only: ALPN offers nothing
+    /// else, and h1 writes raw). libwebsockets keeps what the socket does not take.
     private func writeHTTP(wsi: OpaquePointer, _ response: HTTPResponse) -> Bool {
-        let pre = kassa_lws_pre
-        var headerBytes = 512
-        for (n, v) in response.headers { headerBytes += n.utf8.count + v.utf8.count + 4 }
-        var buffer = [UInt8](repeating: 0, count: pre + headerBytes + response.body.count)
-        let written = buffer.withUnsafeMutableBufferPointer { buf -> Int32 in
-            let start = buf.baseAddress! + pre
-            let headersEnd = start + headerBytes
-            var p: UnsafeMutablePointer<UInt8>? = start
-            if lws_add_http_common_headers(wsi, UInt32(response.status), response.contentType,
-                                           lws_filepos_t(response.body.count), &p, headersEnd) != 0 { return -1 }
-            for (name, value) in response.headers {
-                let field = name.hasSuffix(":") ? name : name + ":"
-                if lws_add_http_header_by_name(wsi, field, value, Int32(value.utf8.count), &p, headersEnd) != 0 { return -1 }
-            }
-            if response.closeConnection {
-                if lws_add_http_header_by_name(wsi, "connection:", "close", 5, &p, headersEnd) != 0 { return -1 }
-            }
-            guard lws_finalize_http_header(wsi, &p, headersEnd) == 0, var end = p else { return -1 }
-            response.body.withUnsafeBytes { body in
-                if let base = body.baseAddress { end.update(from: base.assumingMemoryBound(to: UInt8.self), count: body.count) }
-            }
-            end += response.body.count
-            return lws_write(wsi, start, end - start, LWS_WRITE_HTTP_FINAL)
-        }
-        return written >= 0
+        var bytes = response.wireBytes(reserved: kassa_lws_pre)
+        let count = bytes.count - kassa_lws_pre
+        return bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, LWS_WRITE_HTTP_FINAL) } >= 0
     }
 
     // MARK: WebSocket
@@ -443,13 +421,9 @@ extension EdgeServer {
     /// body) before the connection is dropped. Written as bytes: at this stage libwebsockets
     /// would head it `HTTP/1.0`, the version it assumes before a request is routed.
     private func refuse(wsi: OpaquePointer, user: UnsafeMutableRawPointer, _ response: HTTPResponse) {
-        var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reasonPhrase(response.status))\r\n"
-        head += "content-type: \(response.contentType)\r\ncontent-length: \(response.body.count)\r\n"
-        for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
-        head += "connection: close\r\n\r\n"
-        var bytes = [UInt8](repeating: 0, count: kassa_lws_pre)
-        bytes.append(contentsOf: head.utf8)
-        bytes.append(contentsOf: response.body)
+        var closing = response
+        closing.closeConnection = true
+        var bytes = closing.wireBytes(reserved: kassa_lws_pre)
         let count = bytes.count - kassa_lws_pre
         _ = bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, LWS_WRITE_HTTP) }
         forget(user)

@@ -140,30 +140,74 @@ public struct ProblemError: Error, Sendable {
 }
 
 extension HTTPResponse {
-    /// The answer for an error a handler threw (see `ProblemError(answering:)`).
-    /// The reason phrase of the statuses Kassa answers with.
+    /// The reason phrase of a status (RFC 9110 §15); clients read the code, people the phrase.
     public static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 101: "Switching Protocols"
         case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
         case 409: "Conflict"
+        case 411: "Length Required"
+        case 412: "Precondition Failed"
         case 413: "Content Too Large"
         case 415: "Unsupported Media Type"
+        case 422: "Unprocessable Content"
         case 426: "Upgrade Required"
         case 429: "Too Many Requests"
         case 500: "Internal Server Error"
+        case 502: "Bad Gateway"
         case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
         default: status < 400 ? "OK" : "Error"
         }
     }
 
+    /// The answer for an error a handler threw (see `ProblemError(answering:)`).
     public static func problem(for error: any Error) -> HTTPResponse {
         let answer = ProblemError(answering: error)
         return .problem(answer.problem, headers: answer.headers)
+    }
+
+    /// The whole answer as HTTP/1.1 puts it on the wire, after `reserved` bytes left free (the room
+    /// libwebsockets writes in front of what it sends): status line, type, length (none for a 1xx
+    /// or 204, RFC 9110 §8.6), the headers, `connection: close` when the answer closes, then the body.
+    /// Written by hand rather than by libwebsockets' header calls, which format each line with `snprintf`.
+    func wireBytes(reserved: Int) -> [UInt8] {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(reserved + 96 + contentType.utf8.count + headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 } + body.count)
+        bytes.append(contentsOf: repeatElement(0, count: reserved))
+        func field(_ name: String, _ value: String) {
+            bytes.append(contentsOf: name.utf8)
+            if name.utf8.last != UInt8(ascii: ":") { bytes.append(UInt8(ascii: ":")) }
+            bytes.append(UInt8(ascii: " "))
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(contentsOf: [13, 10])
+        }
+        bytes.append(contentsOf: "HTTP/1.1 ".utf8)
+        bytes.append(contentsOf: String(status).utf8)
+        bytes.append(UInt8(ascii: " "))
+        bytes.append(contentsOf: Self.reasonPhrase(status).utf8)
+        bytes.append(contentsOf: [13, 10])
+        field("content-type", contentType)
+        if status >= 200, status != 204 { field("content-length", String(body.count)) }
+        for (name, value) in headers { field(name, value) }
+        if closeConnection { field("connection", "close") }
+        bytes.append(contentsOf: [13, 10])
+        bytes.append(contentsOf: body)
+        return bytes
     }
 }

@@ -218,6 +218,39 @@ struct EdgeHTTPTests {
         _ = slowSocket
     }
 
+    @Test("an answer on the wire: HTTP/1.1 status line with its reason, type, length (none for 204), the handler's headers once each")
+    func answerWireFormat() async throws {
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let port = server.port
+        let (created, nothing, after) = try await onThread { () -> (String, String, Int) in
+            let socket = try RawSocket(port: port)
+            // Heads only: both answers are read to the blank line, then a third request on the same connection.
+            func head() -> String {
+                var bytes: [UInt8] = []
+                while bytes.suffix(4) != [13, 10, 13, 10] {
+                    var byte: UInt8 = 0
+                    guard recv(socket.fd, &byte, 1, 0) == 1 else { break }
+                    bytes.append(byte)
+                }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+            try socket.send("GET /created HTTP/1.1\r\nHost: x\r\n\r\n")
+            let created = head()
+            var body = [UInt8](repeating: 0, count: 2)
+            _ = recv(socket.fd, &body, 2, Int32(MSG_WAITALL))
+            try socket.send("GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+            let nothing = head()
+            try socket.send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            return (created, nothing, socket.readHTTPResponse()?.status ?? 0)
+        }
+        #expect(created.hasPrefix("HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 2\r\n"), "\(created)")
+        #expect(created.contains("\r\nlocation: /created/1\r\n") && created.contains("\r\nx-custom: a b\r\n"), "\(created)")
+        #expect(!created.contains("connection:"))
+        #expect(nothing.hasPrefix("HTTP/1.1 204 No Content\r\n") && !nothing.contains("content-length"), "\(nothing)")
+        #expect(after == 200, "the connection is kept after a 204 with no length")
+    }
+
     @Test("keep-alive: several requests on one connection")
     func keepAlive() async throws {
         let (server, _) = try startTestEdge()

@@ -52,6 +52,10 @@ final class TestEdgeHandler: EdgeHandler {
             return HTTPResponse(status: 200, contentType: "application/octet-stream",
                                 headers: [("x-echo-method", request.method.rawValue), ("x-echo-length", "\(request.body.count)")],
                                 body: request.body)
+        case "/created":
+            return HTTPResponse(status: 201, headers: [("location:", "/created/1"), ("x-custom", "a b")], body: Array("{}".utf8))
+        case "/nothing":
+            return HTTPResponse(status: 204, contentType: "text/plain")
         case "/close":
             var response = HTTPResponse.text("bye")
             response.closeConnection = true
