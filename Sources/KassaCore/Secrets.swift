@@ -39,14 +39,18 @@ public enum Secrets {
     /// Compares without an early exit, so the time taken does not tell how
     /// much of a guess was right. Only the length may leak.
     public static func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
-        var difference = UInt8(truncatingIfNeeded: x.count ^ y.count)
-        for i in 0..<max(x.count, y.count) {
-            let l = i < x.count ? x[i] : 0
-            let r = i < y.count ? y[i] : 0
-            difference |= l ^ r
+        // On the strings' own UTF-8 (no copies: this runs for every key on every keyed request).
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                // Lengths compared whole: a byte of their difference missed lengths 256 apart.
+                var difference: UInt8 = x.count == y.count ? 0 : 1
+                for i in 0..<max(x.count, y.count) {
+                    difference |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
+                }
+                return difference == 0
+            }
         }
-        return difference == 0
     }
 
     /// True when `candidate` equals any of `keys`; every key is compared.

@@ -40,6 +40,16 @@ final class EdgeConnection {
     }
 }
 
+/// A client address and its open and half-open connections, shared by those connections: a
+/// request's start and end count it without hashing the address.
+final class ClientAddress {
+    let text: String
+    var open = 0
+    var halfOpen = 0
+
+    init(_ text: String) { self.text = text }
+}
+
 extension EdgeServer {
     /// State touched only on the service thread.
     struct Confined {
@@ -51,10 +61,12 @@ extension EdgeServer {
         /// Connections whose request (head and body) is not complete yet, and since when they wait
         /// for it: half-open ones, each holding (or waiting for) a header table.
         var unfinishedRequests: [OpaquePointer: Int64] = [:]
-        /// Each connection's client address, and the open and half-open connections per address.
-        var addresses: [OpaquePointer: String] = [:]
-        var openByAddress: [String: Int] = [:]
-        var halfOpenByAddress: [String: Int] = [:]
+        /// Each connection's client address, and the addresses that have connections by their text.
+        var addresses: [OpaquePointer: ClientAddress] = [:]
+        var clients: [String: ClientAddress] = [:]
+        /// The address the accept filter read for the descriptor it admitted last, so the
+        /// connection it becomes need not ask the kernel again.
+        var admitted: (fd: Int32, address: String)?
         /// Connections with an answer to write before the loop polls, and keep-alive connections
         /// whose transaction ended in this pass of the loop (`finishPass`).
         var answersDue: [OpaquePointer] = []
@@ -517,16 +529,18 @@ extension EdgeServer {
     /// address under its caps on open and half-open ones. Refused ones are closed before they
     /// hold anything.
     private func admits(descriptor fd: Int32) -> Bool {
+        confined.admitted = nil
         guard confined.addresses.count < connectionCap else {
             refusedConnectionCount.add(1, ordering: .relaxed)
             return false
         }
         guard let address = Self.peerAddress(fd) else { return true }
-        let open = confined.openByAddress[address, default: 0], halfOpen = confined.halfOpenByAddress[address, default: 0]
-        guard open < configuration.maxConnectionsPerAddress, halfOpen < configuration.maxHalfOpenPerAddress else {
+        let client = confined.clients[address]
+        guard client?.open ?? 0 < configuration.maxConnectionsPerAddress, client?.halfOpen ?? 0 < configuration.maxHalfOpenPerAddress else {
             refusedConnectionCount.add(1, ordering: .relaxed)
             return false
         }
+        confined.admitted = (fd, address)
         return true
     }
 
@@ -534,9 +548,13 @@ extension EdgeServer {
     /// request is in. At the cap on half-open connections the one that has waited longest goes,
     /// so the header tables (sized above that cap) are never all held by slow senders.
     private func connectionOpened(_ wsi: OpaquePointer) {
-        let address = Self.peer(wsi)
-        confined.addresses[wsi] = address
-        confined.openByAddress[address, default: 0] += 1
+        let fd = lws_get_socket_fd(wsi)
+        let address = confined.admitted.flatMap { $0.fd == fd ? $0.address : nil } ?? Self.peer(wsi)
+        confined.admitted = nil
+        let client = confined.clients[address] ?? ClientAddress(address)
+        client.open += 1
+        confined.clients[address] = client
+        confined.addresses[wsi] = client
         if confined.unfinishedRequests.count >= configuration.maxHalfOpen,
            let oldest = confined.unfinishedRequests.min(by: { $0.value < $1.value })?.key {
             requestDone(oldest)
@@ -550,13 +568,13 @@ extension EdgeServer {
         requestDone(wsi)
         confined.endedTransactions.removeAll { $0 == wsi }
         confined.answersDue.removeAll { $0 == wsi }
-        guard let address = confined.addresses.removeValue(forKey: wsi) else { return }
-        let left = confined.openByAddress[address, default: 1] - 1
-        confined.openByAddress[address] = left > 0 ? left : nil
+        guard let client = confined.addresses.removeValue(forKey: wsi) else { return }
+        client.open -= 1
+        if client.open <= 0 { confined.clients[client.text] = nil }
     }
 
     /// The client's address as recorded when the connection was accepted (no system call).
-    private func remoteAddress(_ wsi: OpaquePointer) -> String { confined.addresses[wsi] ?? Self.peer(wsi) }
+    private func remoteAddress(_ wsi: OpaquePointer) -> String { confined.addresses[wsi]?.text ?? Self.peer(wsi) }
 
     /// How long a request (head and body) may take to arrive.
     private var requestDeadlineMs: Int64 { Int64(configuration.requestTimeoutSeconds) * 1000 }
@@ -569,16 +587,14 @@ extension EdgeServer {
 
     /// The connection waits for a request (head and body), from now.
     private func requestPending(_ wsi: OpaquePointer) {
-        guard confined.unfinishedRequests.updateValue(Self.monotonicMs(), forKey: wsi) == nil,
-              let address = confined.addresses[wsi] else { return }
-        confined.halfOpenByAddress[address, default: 0] += 1
+        guard confined.unfinishedRequests.updateValue(Self.monotonicMs(), forKey: wsi) == nil else { return }
+        confined.addresses[wsi]?.halfOpen += 1
     }
 
     /// Its request is in (or it is gone).
     private func requestDone(_ wsi: OpaquePointer) {
-        guard confined.unfinishedRequests.removeValue(forKey: wsi) != nil, let address = confined.addresses[wsi] else { return }
-        let left = confined.halfOpenByAddress[address, default: 1] - 1
-        confined.halfOpenByAddress[address] = left > 0 ? left : nil
+        guard confined.unfinishedRequests.removeValue(forKey: wsi) != nil else { return }
+        confined.addresses[wsi]?.halfOpen -= 1
     }
 
     /// The client address of an accepted descriptor, as `lws_get_peer_simple` writes it.

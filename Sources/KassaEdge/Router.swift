@@ -85,8 +85,10 @@ public struct RequestContext: Sendable {
     }
 }
 
-/// One row of a routing table; `App` is the object whose handlers it calls.
-public struct Route<App: Sendable>: Sendable {
+/// One row of a routing table; `App` is the object whose handlers it calls. A class: a request
+/// passes its route along several times, and a copy of a reference is one retain where a copy of
+/// the row's strings, pattern and handlers was one each.
+public final class Route<App: Sendable>: Sendable {
     /// Answers, or throws a `Problem` (or `ProblemError`, with headers) for the one place that renders them.
     public typealias Handler = @Sendable (App, RequestContext) async throws -> HTTPResponse
 

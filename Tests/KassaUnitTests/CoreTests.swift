@@ -302,6 +302,8 @@ struct CoreSafetyTests {
         #expect(!Secrets.constantTimeEquals("abc", "abd"))
         #expect(!Secrets.constantTimeEquals("abc", "abcd"))
         #expect(!Secrets.constantTimeEquals("", "a"))
+        #expect(!Secrets.constantTimeEquals("", String(repeating: "\0", count: 256)), "lengths 256 apart differ")
+        #expect(!Secrets.constantTimeEquals("k", "k" + String(repeating: "\0", count: 512)))
         #expect(Secrets.matchesAny("k2", ["k1", "k2"]))
         #expect(!Secrets.matchesAny("k3", ["k1", "k2"]))
         #expect(Secrets.randomHex(bytes: 16).count == 32)
