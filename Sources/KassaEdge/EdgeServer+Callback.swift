@@ -617,9 +617,12 @@ extension EdgeServer {
 
     // MARK: Outbox
 
+    /// The service thread's clock for deadlines counted in seconds (requests, heartbeats): read on
+    /// every request and every message, so the kernel's coarse clock (its last tick, a few ms old)
+    /// that costs a load rather than a read of the time source.
     static func monotonicMs() -> Int64 {
         var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 

@@ -23,8 +23,11 @@ public struct HTTPHeaders: Sendable, Sequence {
     }
 
     public subscript(name: String) -> String? {
-        // Callers mostly ask in lower case already: lower-casing copies the name.
-        let lower = name.utf8.contains { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? name.lowercased() : name
+        // Callers mostly ask in lower case already: the name as given first, lower-cased (a copy)
+        // only when it has a capital.
+        if let field = fields.first(where: { $0.name == name }) { return field.value }
+        guard name.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return nil }
+        let lower = name.lowercased()
         return fields.first(where: { $0.name == lower })?.value
     }
 
