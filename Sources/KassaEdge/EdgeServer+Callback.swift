@@ -809,6 +809,7 @@ extension EdgeServer {
     /// The known headers lws parsed, plus the configured custom ones.
     func readHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
         var headers = HTTPHeaders()
+        headers.reserveCapacity(12)   // a request seldom carries more; each growth was a copy
         // By index: most tokens are absent (`header` asks their length once and stops), and their
         // names are not touched (nor retained) for them.
         let known = Self.headerTokens

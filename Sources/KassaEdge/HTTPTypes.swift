@@ -17,6 +17,9 @@ public struct HTTPHeaders: Sendable, Sequence {
         fields.append((name.lowercased(), value))
     }
 
+    /// Room for `count` fields, so a request's headers are not copied as they grow.
+    mutating func reserveCapacity(_ count: Int) { fields.reserveCapacity(count) }
+
     /// `add` for a name known to be lower-case already (the edge's own tables).
     mutating func appendLowercased(_ name: String, _ value: String) {
         fields.append((name, value))
