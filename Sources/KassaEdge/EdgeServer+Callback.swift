@@ -617,9 +617,9 @@ extension EdgeServer {
 
     // MARK: Outbox
 
-    /// The service thread's clock for deadlines counted in seconds (requests, heartbeats): read on
-    /// every request and every message, so the kernel's coarse clock (its last tick, a few ms old)
-    /// that costs a load rather than a read of the time source.
+    /// The service thread's clock for deadlines counted in seconds (requests, heartbeats). It is
+    /// read on every request and every message, so it is the kernel's coarse clock (its last tick,
+    /// a few ms old), which costs a load rather than a read of the time source.
     static func monotonicMs() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
