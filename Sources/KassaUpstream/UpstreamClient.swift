@@ -18,11 +18,18 @@ public final class UpstreamClient: Sendable {
 
     /// `maxConnections` bounds the exchanges in flight at once, and as many connections are kept
     /// for reuse: an exchange beyond it waits for one to finish rather than opening (and later
-    /// closing) a connection of its own.
-    public init(maxResponseBytes: Int = 8 << 20, maxConnections: Int = 64) {
+    /// closing) a connection of its own. A kept connection idle for more than `keptIdleSeconds`
+    /// is not used again (see `defaultKeptIdleSeconds`).
+    public init(maxResponseBytes: Int = 8 << 20, maxConnections: Int = 64, keptIdleSeconds: Int = UpstreamClient.defaultKeptIdleSeconds) {
         self.maxResponseBytes = maxResponseBytes
-        self.engine = CurlEngine(maxConnections: maxConnections)
+        self.engine = CurlEngine(maxConnections: maxConnections, keptIdleSeconds: keptIdleSeconds)
     }
+
+    /// Servers and load balancers close a connection idle for a minute or so (60 s is the usual
+    /// default); libcurl would reuse one idle for up to 118 s. A request sent as the far side
+    /// closes fails, and a POST is not sent again (it may have arrived), so a connection idle
+    /// this long is closed by Kassa instead of used.
+    public static let defaultKeptIdleSeconds = 50
 
     /// Stops the curl thread; exchanges still running fail as cancelled.
     public func shutdown() { engine.shutdown() }
@@ -129,10 +136,14 @@ final class CurlEngine: @unchecked Sendable {
     let waitingNow = Atomic<Int>(0)
     let waitedTotal = Atomic<Int>(0)
 
-    init(maxConnections: Int) {
+    /// Idle seconds past which a kept connection is not reused (CURLOPT_MAXAGE_CONN).
+    private let keptIdleSeconds: Int
+
+    init(maxConnections: Int, keptIdleSeconds: Int) {
         _ = curlGlobalInit
         multi = curl_multi_init()
         self.maxConnections = max(1, maxConnections)
+        self.keptIdleSeconds = max(1, keptIdleSeconds)
         // As many kept as may be in flight: with fewer kept, every exchange past the kept number
         // at a busy moment opened a connection (a TCP and TLS handshake) and closed one after it.
         _ = kassa_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, self.maxConnections)
@@ -378,6 +389,7 @@ final class CurlEngine: @unchecked Sendable {
         let left = transfer.started.duration(to: transfer.deadline).inMilliseconds
         _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(left)))
         _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, keptIdleSeconds)
         _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         if let ca = request.caCertificatePath { _ = kassa_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_PRIVATE, UnsafeMutableRawPointer(bitPattern: UInt(transfer.id)))

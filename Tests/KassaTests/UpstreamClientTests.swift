@@ -115,6 +115,25 @@ struct UpstreamClientTests {
         #expect(fourth.reusedConnection, "the new one is kept")
     }
 
+    @Test("a kept connection idle past the client's bound is not used again; one idle less is")
+    func keptConnectionIdleBound() async throws {
+        let (server, _) = try startTestEdge()   // keeps an idle connection for 10 s
+        defer { Task { await server.stop() } }
+        let url = "http://127.0.0.1:\(server.port)/fast"
+        let bounded = UpstreamClient(maxConnections: 2, keptIdleSeconds: 1)
+        let usual = UpstreamClient(maxConnections: 2)
+        defer { bounded.shutdown(); usual.shutdown() }
+        _ = try await bounded.send(UpstreamRequest(url: url))
+        _ = try await usual.send(UpstreamRequest(url: url))
+        // libcurl counts idle time in whole seconds and lets a connection go past the bound: 2 s idle.
+        try await Task.sleep(for: .milliseconds(2_200))
+        let afterBound = try await bounded.send(UpstreamRequest(url: url))
+        let afterUsual = try await usual.send(UpstreamRequest(url: url))
+        #expect(afterBound.status == 200 && !afterBound.reusedConnection, "idle 2 s, past the 1 s bound: a new connection")
+        #expect(afterUsual.status == 200 && afterUsual.reusedConnection, "idle 2 s, within the default \(UpstreamClient.defaultKeptIdleSeconds) s: reused")
+        #expect(UpstreamClient.defaultKeptIdleSeconds < 60, "under the usual idle timeout of servers and load balancers")
+    }
+
     @Test("calls to a host name complete at once: the resolver's own socket, closed by libcurl, leaves nothing behind in the curl thread's set")
     func hostNameCalls() async throws {
         // The machine's name goes through libcurl's threaded resolver and its socket pair, which
