@@ -369,35 +369,37 @@ extension EdgeServer {
     /// for the writeable socket.
     func finishPass() {
         guard let context else { return }
-        if !confined.answersDue.isEmpty {
-            var due: [OpaquePointer] = []
-            swap(&due, &confined.answersDue)
-            // Each still open, and still waiting (a connection closed in between is forgotten).
-            for wsi in due {
-                guard let conn = connection(lws_wsi_user(wsi)), let response = conn.pendingResponse else { continue }
-                conn.pendingResponse = nil
-                // A connection that must go (the client asked to close it, or the write failed) is
-                // closed here and now, as libwebsockets allows outside the connection's callbacks.
-                if answer(wsi: wsi, response) != 0 { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC) }
-            }
-            due.removeAll(keepingCapacity: true)
-            if confined.answersDue.isEmpty { swap(&due, &confined.answersDue) }
+        takeEach(\.answersDue) { wsi in
+            // Still waiting (a connection closed in between is forgotten).
+            guard let conn = connection(lws_wsi_user(wsi)), let response = conn.pendingResponse else { return }
+            conn.pendingResponse = nil
+            // A connection that must go (the client asked to close it, or the write failed) is
+            // closed here and now, as libwebsockets allows outside the connection's callbacks.
+            if answer(wsi: wsi, response) != 0 { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC) }
         }
-        guard !confined.endedTransactions.isEmpty else { return }
-        var ended: [OpaquePointer] = []
-        swap(&ended, &confined.endedTransactions)
-        // Each still open (one served before it may have been closed).
-        for wsi in ended where confined.addresses[wsi] != nil { _ = kassa_lws_service_writeable(context, wsi) }
-        ended.removeAll(keepingCapacity: true)
-        if confined.endedTransactions.isEmpty { swap(&ended, &confined.endedTransactions) }
+        takeEach(\.endedTransactions) { wsi in
+            // Still open (one served before it may have been closed).
+            if confined.addresses[wsi] != nil { _ = kassa_lws_service_writeable(context, wsi) }
+        }
+    }
+
+    /// Runs `each` on the connections in one of `confined`'s lists, taken whole: those added
+    /// meanwhile wait for the next pass. The list and this trade buffers, so neither allocates.
+    private func takeEach(_ list: WritableKeyPath<Confined, [OpaquePointer]>, _ each: (OpaquePointer) -> Void) {
+        guard !confined[keyPath: list].isEmpty else { return }
+        var taken: [OpaquePointer] = []
+        swap(&taken, &confined[keyPath: list])
+        for wsi in taken { each(wsi) }
+        taken.removeAll(keepingCapacity: true)
+        if confined[keyPath: list].isEmpty { swap(&taken, &confined[keyPath: list]) }
     }
 
     /// Writes the answer in one `lws_write`, so one `send` (HTTP/1.1 only: ALPN offers nothing
     /// else, and h1 writes raw). libwebsockets keeps what the socket does not take.
-    private func writeHTTP(wsi: OpaquePointer, _ response: HTTPResponse) -> Bool {
+    private func writeHTTP(wsi: OpaquePointer, _ response: HTTPResponse, as kind: lws_write_protocol = LWS_WRITE_HTTP_FINAL) -> Bool {
         var bytes = response.wireBytes(reserved: kassa_lws_pre)
         let count = bytes.count - kassa_lws_pre
-        return bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, LWS_WRITE_HTTP_FINAL) } >= 0
+        return bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, kind) } >= 0
     }
 
     // MARK: WebSocket
@@ -435,9 +437,7 @@ extension EdgeServer {
     private func refuse(wsi: OpaquePointer, user: UnsafeMutableRawPointer, _ response: HTTPResponse) {
         var closing = response
         closing.closeConnection = true
-        var bytes = closing.wireBytes(reserved: kassa_lws_pre)
-        let count = bytes.count - kassa_lws_pre
-        _ = bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, LWS_WRITE_HTTP) }
+        _ = writeHTTP(wsi: wsi, closing, as: LWS_WRITE_HTTP)
         forget(user)
     }
 

@@ -180,9 +180,8 @@ final class CurlEngine: @unchecked Sendable {
         if what == CURL_POLL_REMOVE {
             if current?.events == kassa_epoll_in {
                 watched[socket]?.idle = true
-            } else if current != nil {
-                watched[socket] = nil
-                _ = kassa_epoll_set(epoll, kassa_epoll_del, socket, 0)
+            } else {
+                unwatch(socket)
             }
             return
         }
@@ -203,10 +202,15 @@ final class CurlEngine: @unchecked Sendable {
     /// libcurl closes a connection's `socket`: out of the epoll set first (a descriptor a child
     /// process inherited would keep it there after the close).
     fileprivate func closing(_ socket: curl_socket_t) {
+        unwatch(socket)
+        close(socket)
+    }
+
+    /// Out of the epoll set, if it is in it.
+    private func unwatch(_ socket: curl_socket_t) {
         if watched.removeValue(forKey: socket) != nil {
             _ = kassa_epoll_set(epoll, kassa_epoll_del, socket, 0)
         }
-        close(socket)
     }
 
     func submit(_ transfer: Transfer) {
@@ -287,8 +291,7 @@ final class CurlEngine: @unchecked Sendable {
             for i in 0..<Int(ready) where readyFDs[i] != wakeUp {
                 let events = readyEvents[i]
                 if watched[readyFDs[i]]?.idle == true {
-                    watched[readyFDs[i]] = nil
-                    _ = kassa_epoll_set(epoll, kassa_epoll_del, readyFDs[i], 0)
+                    unwatch(readyFDs[i])
                     continue
                 }
                 var action: Int32 = 0
