@@ -129,6 +129,49 @@ public enum Redaction {
         redactedIfChanged(value) ?? value
     }
 
+    /// `redact(value).bytes`, written in one pass: no redacted tree is built and walked again
+    /// (the event log writes every event's data this way).
+    public static func redactedBytes(_ value: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        writeRedacted(value, into: &out)
+        return out
+    }
+
+    /// Writes `value` as `redact` would leave it, by the same rules as `redactedIfChanged`.
+    static func writeRedacted(_ value: JSONValue, into out: inout [UInt8]) {
+        switch value {
+        case .object(let object):
+            JSONValue.writeObject(object, into: &out) { key, member, out in
+                switch (rule(forKey: key), member) {
+                case (.secret?, .bool), (.secret?, .null): member.write(into: &out)
+                case (.secret?, _): JSONValue.writeString(placeholder, into: &out)
+                case (.suffix?, .string(let s)): JSONValue.writeString(suffix(s), into: &out)
+                default: writeRedacted(member, into: &out)
+                }
+            }
+        case .array(let array):
+            out.append(UInt8(ascii: "["))
+            for (i, element) in array.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                writeRedacted(element, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .string(var s):
+            s.withUTF8 { text in
+                if let redacted = redactedText(text) {
+                    redacted.withUnsafeBufferPointer { JSONValue.writeString(utf8: $0, into: &out) }
+                } else {
+                    JSONValue.writeString(utf8: text, into: &out)
+                }
+            }
+        case .number(let n):
+            (redactedNumber(n) ?? value).write(into: &out)
+        case .null, .bool:
+            value.write(into: &out)
+        }
+    }
+
     /// The redacted value, or nil when redaction changes nothing: most of a logged
     /// body has nothing to redact, and rebuilding its dictionaries was the costliest
     /// part of logging an upstream answer.

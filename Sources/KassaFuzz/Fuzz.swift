@@ -71,12 +71,16 @@ enum FuzzTarget: String, CaseIterable {
             guard Redaction.redactURLQuery(query) == query else { fatalError("query redaction is not stable: \(query)") }
             _ = Redaction.redact(.string(text))
         case .redactjson:
-            // A body redacted as bytes reads back as its parsed tree redacted; what is no document gives nil.
+            // A body redacted as bytes reads back as its parsed tree redacted (and a tree written redacted in one
+            // pass as its redacted tree written); what is no document gives nil.
             let tree = try? JSONValue.parse(bytes)
             let redacted = Redaction.redactJSON(bytes)
             if let tree {
                 guard let redacted, (try? JSONValue.parse(redacted)) == Redaction.redact(tree) else {
                     fatalError("byte redaction differs from the tree's for \(text)")
+                }
+                guard Redaction.redactedBytes(tree) == Redaction.redact(tree).bytes else {
+                    fatalError("the one-pass writer differs from the redacted tree's bytes for \(text)")
                 }
             } else if let redacted {
                 // Not a document for the parser, yet walked: only a repeated member name (which the

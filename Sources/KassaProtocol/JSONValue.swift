@@ -80,27 +80,34 @@ extension JSONValue {
             }
             out.append(UInt8(ascii: "]"))
         case .object(let o):
-            out.append(UInt8(ascii: "{"))
-            // Sorted members (stable output): their positions are sorted in a buffer on the stack,
-            // so writing an object allocates nothing and hashes no key again.
-            withUnsafeTemporaryAllocation(of: [String: JSONValue].Index.self, capacity: o.count) { order in
-                var count = 0
-                for position in o.indices {
-                    order.initializeElement(at: count, to: position)
-                    count += 1
-                }
-                var members = UnsafeMutableBufferPointer(rebasing: order[..<count])
-                members.sort { o[$0].key < o[$1].key }
-                for (i, position) in members.enumerated() {
-                    if i > 0 { out.append(UInt8(ascii: ",")) }
-                    JSONValue.writeString(o[position].key, into: &out)
-                    out.append(UInt8(ascii: ":"))
-                    o[position].value.write(into: &out)
-                }
-                _ = members.deinitialize()
-            }
-            out.append(UInt8(ascii: "}"))
+            JSONValue.writeObject(o, into: &out) { _, value, out in value.write(into: &out) }
         }
+    }
+
+    /// Writes `object` with its members in sorted order (stable output), each value by `write`
+    /// (given the member's name): `JSONValue.write` and a writer that changes values on the way
+    /// (the event log's redaction) share one order. The members' positions are sorted in a buffer on the stack, so writing an
+    /// object allocates nothing and hashes no key again.
+    public static func writeObject(_ object: [String: JSONValue], into out: inout [UInt8],
+                                   _ write: (String, JSONValue, inout [UInt8]) -> Void) {
+        out.append(UInt8(ascii: "{"))
+        withUnsafeTemporaryAllocation(of: [String: JSONValue].Index.self, capacity: object.count) { order in
+            var count = 0
+            for position in object.indices {
+                order.initializeElement(at: count, to: position)
+                count += 1
+            }
+            var members = UnsafeMutableBufferPointer(rebasing: order[..<count])
+            members.sort { object[$0].key < object[$1].key }
+            for (i, position) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(object[position].key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                write(object[position].key, object[position].value, &out)
+            }
+            _ = members.deinitialize()
+        }
+        out.append(UInt8(ascii: "}"))
     }
 
     static func writeNumber(_ n: Double, into out: inout [UInt8]) {
@@ -114,18 +121,21 @@ extension JSONValue {
     }
 
     public static func writeString(_ s: String, into out: inout [UInt8]) {
+        var s = s   // a native string's bytes are read in place
+        s.withUTF8 { writeString(utf8: $0, into: &out) }
+    }
+
+    /// A string given as its UTF-8 bytes, quoted and escaped.
+    public static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escaping: copy them whole.
-        let plain = s.utf8.withContiguousStorageIfAvailable { bytes in
-            !bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C })
-        } ?? false
-        if plain {
-            out.append(contentsOf: s.utf8)
+        if !bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "\""))
             return
         }
         let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        for byte in s.utf8 {
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
             case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
@@ -579,4 +589,60 @@ public struct JSONReader {
 
     /// Steps over the value here.
     public mutating func skip() throws(JSONParseError) { try parser.skipValue() }
+}
+
+// MARK: - Writing without a tree
+
+/// Writes one JSON object member by member, in the order they are given, with no tree: for a
+/// body Kassa makes many of and only sends (a beacon). Names are literals Kassa chose, so they
+/// are written unescaped.
+public struct JSONObjectWriter {
+    public private(set) var bytes: [UInt8]
+    private var empty = true
+
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func name(_ name: StaticString) {
+        if !empty { bytes.append(UInt8(ascii: ",")) }
+        empty = false
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        bytes.append(contentsOf: #"":"#.utf8)
+    }
+
+    public mutating func member(_ name: StaticString, _ value: String) {
+        self.name(name)
+        JSONValue.writeString(value, into: &bytes)
+    }
+
+    /// An integer, or null.
+    public mutating func member(_ name: StaticString, _ value: Int?) {
+        self.name(name)
+        if let value { bytes.append(contentsOf: String(value).utf8) } else { bytes.append(contentsOf: "null".utf8) }
+    }
+
+    public mutating func member(_ name: StaticString, _ value: Bool) {
+        self.name(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// A nested object, its members written by `members`.
+    public mutating func member(_ name: StaticString, object members: (inout JSONObjectWriter) -> Void) {
+        self.name(name)
+        bytes.append(UInt8(ascii: "{"))
+        empty = true
+        members(&self)
+        bytes.append(UInt8(ascii: "}"))
+        empty = false
+    }
+
+    /// The object, closed.
+    public mutating func finished() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
 }

@@ -224,7 +224,7 @@ public final class EventLog: Sendable {
     /// Its summary and data pass through `Redaction` here, whoever built it: nothing reaches
     /// the file, or the live timeline, that redaction would have caught.
     public func append(_ event: LogEvent) {
-        enqueue(event, data: event.data.map { Redaction.redact($0).bytes })
+        enqueue(event, data: event.data.map(Redaction.redactedBytes))
     }
 
     /// Queues an event whose data also holds `body`, a JSON document's bytes as they were sent or
@@ -240,7 +240,7 @@ public final class EventLog: Sendable {
             event.data = .object(data)
             return append(event)
         }
-        var text = Redaction.redact(event.data ?? [:]).bytes
+        var text = Redaction.redactedBytes(event.data ?? [:])
         text.removeLast()   // the object's closing brace
         if text.count > 1 { text.append(UInt8(ascii: ",")) }
         text.append(contentsOf: #""body":"#.utf8)

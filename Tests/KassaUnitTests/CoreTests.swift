@@ -107,7 +107,7 @@ struct CoreSafetyTests {
         #expect(flags["tokenTtl"]?.stringValue == Redaction.placeholder)
     }
 
-    @Test("a body redacted as bytes reads back as its tree redacted: secrets, suffixes, values, numbers, escapes, any depth")
+    @Test("a body redacted as bytes reads back as its tree redacted, and a tree written redacted in one pass as its redacted tree written: secrets, suffixes, values, numbers, escapes, any depth")
     func redactionOfBytes() throws {
         let token = String(repeating: "a1b2c3d4e5", count: 5)
         let documents = [
@@ -126,7 +126,11 @@ struct CoreSafetyTests {
             let tree = try JSONValue.parse(bytes)
             let redacted = try #require(Redaction.redactJSON(bytes), "\(document)")
             #expect(try JSONValue.parse(redacted) == Redaction.redact(tree), "\(document) → \(String(decoding: redacted, as: UTF8.self))")
+            // The event log writes a tree's redaction in one pass: the same bytes as the redacted tree's.
+            #expect(Redaction.redactedBytes(tree) == Redaction.redact(tree).bytes, "\(document)")
         }
+        let written = Redaction.redactedBytes(["token": "abc", "msisdn": "+46739000001", "href": "https://x/y?token=s&b=1", "flag": .null])
+        #expect(String(decoding: written, as: UTF8.self) == #"{"flag":null,"href":"https://x/y?token=[redacted]&b=1","msisdn":"…0001","token":"[redacted]"}"#)
         // What the tree's redaction keeps unchanged is copied as it was written (order, numbers).
         #expect(Redaction.redactJSON(Array(#"{"b":1.50,"a":[1e2,"x"]}"#.utf8)).map { String(decoding: $0, as: UTF8.self) } == #"{"b":1.50,"a":[1e2,"x"]}"#)
         // Not one document: nil, and the caller falls back to the tree.
@@ -478,6 +482,25 @@ struct TokenTests {
 
 @Suite("Core: the session protocol, defined once")
 struct SessionProtocolTests {
+    @Test("a beacon's body, written without a tree, reads as the BeaconInput the SDKs post")
+    func beaconBody() throws {
+        var device = ClientDevice(platform: .android)
+        device.userAgent = "App/1 \"quoted\""
+        device.screenWidth = 1080
+        let exchange = ClientEvent(.httpRequest, atMs: 1_764_000_000_123, durationMs: 42,
+                                   http: .init(requestUrl: "https://x/psp/paymentsessions/a/prepare", method: "POST", responseStatusCode: nil))
+        let body = try JSONValue.parse(exchange.body(device: device))
+        #expect(body == ["type": "ClientEvent", "service": ["name": "Kassa", "version": .string(KassaVersion.string)],
+                         "client": device.client,
+                         "event": ["created": "2025-11-24T16:00:00.123Z", "action": "HttpRequest", "duration": 42],
+                         "http": ["requestUrl": "https://x/psp/paymentsessions/a/prepare", "method": "POST", "responseStatusCode": .null]])
+        #expect(body["client"] == ["userAgent": "App/1 \"quoted\"", "screenHeight": .null, "screenWidth": 1080, "screenColorDepth": 24])
+        let command = try JSONValue.parse(ClientEvent(.sdkMethodInvoked, atMs: 0, methodName: "startPaymentAttempt", succeeded: false).body(device: ClientDevice()))
+        #expect(command["method"] == ["name": "startPaymentAttempt", "sdk": "Kassa", "succeeded": false])
+        #expect(command["event"] == ["created": "1970-01-01T00:00:00.000Z", "action": "SDKMethodInvoked"] && command["http"] == nil)
+        #expect(command["client"]?["userAgent"] == .string("Kassa/\(KassaVersion.string)"))
+    }
+
     @Test("every instrument reads back from its own wire form")
     func instrumentsRoundTrip() throws {
         let all: [Instrument] = [.swish(msisdn: nil), .swish(msisdn: "+46739000001"), .creditCard(paymentToken: "tok"),

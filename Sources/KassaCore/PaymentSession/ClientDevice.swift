@@ -61,6 +61,14 @@ public struct ClientDevice: Sendable, Equatable {
          "screenWidth": Self.number(screenWidth), "screenColorDepth": Self.number(screenColorDepth ?? 24)]
     }
 
+    /// The members of `client`, written without a tree (a beacon's).
+    func writeClient(_ out: inout JSONObjectWriter) {
+        out.member("userAgent", userAgent ?? Self.kassaUserAgent)
+        out.member("screenHeight", screenHeight)
+        out.member("screenWidth", screenWidth)
+        out.member("screenColorDepth", screenColorDepth ?? 24)
+    }
+
     /// `client` of start-payment-attempt (the SDKs' ClientWithType).
     public var clientWithType: JSONValue {
         var body = client.objectValue ?? [:]

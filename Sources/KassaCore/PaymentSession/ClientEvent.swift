@@ -46,20 +46,34 @@ public struct ClientEvent: Sendable, Equatable {
     }
 
     /// The BeaconInput body: `type`, `service`, `client`, `event`, and `http` or `method` by action.
-    public func body(device: ClientDevice) -> JSONValue {
-        var event: [String: JSONValue] = ["created": .string(Timestamp.iso8601(ms: atMs)), "action": .string(action.rawValue)]
-        if let durationMs { event["duration"] = .number(Double(durationMs)) }
-        var body: [String: JSONValue] = ["type": "ClientEvent", "service": ["name": "Kassa", "version": .string(KassaVersion.string)],
-                                         "client": device.client, "event": .object(event)]
+    /// Written as bytes, member by member: Kassa posts six of these a card payment.
+    public func body(device: ClientDevice) -> [UInt8] {
+        var body = JSONObjectWriter()
+        body.member("type", "ClientEvent")
+        body.member("service") { service in
+            service.member("name", "Kassa")
+            service.member("version", KassaVersion.string)
+        }
+        body.member("client") { client in device.writeClient(&client) }
+        body.member("event") { event in
+            event.member("created", Timestamp.iso8601(ms: atMs))
+            event.member("action", action.rawValue)
+            if let durationMs { event.member("duration", durationMs) }
+        }
         if let http {
-            body["http"] = ["requestUrl": .string(http.requestUrl), "method": .string(http.method),
-                            "responseStatusCode": http.responseStatusCode.map { .number(Double($0)) } ?? .null]
+            body.member("http") { out in
+                out.member("requestUrl", http.requestUrl)
+                out.member("method", http.method)
+                out.member("responseStatusCode", http.responseStatusCode)
+            }
         }
         if let methodName {
-            var method: [String: JSONValue] = ["name": .string(methodName), "sdk": "Kassa"]
-            if let succeeded { method["succeeded"] = .bool(succeeded) }
-            body["method"] = .object(method)
+            body.member("method") { method in
+                method.member("name", methodName)
+                method.member("sdk", "Kassa")
+                if let succeeded { method.member("succeeded", succeeded) }
+            }
         }
-        return .object(body)
+        return body.finished()
     }
 }

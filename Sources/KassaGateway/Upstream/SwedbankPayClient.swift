@@ -262,7 +262,7 @@ final class SwedbankPayClient: Sendable {
         guard configuration.eventLogging else { return }
         let request = UpstreamRequest(method: "POST", url: target.href.href,
                                       headers: [("Content-Type", "application/json"), ("Accept", "application/json")],
-                                      body: event.body(device: target.device).bytes,
+                                      body: event.body(device: target.device),
                                       connectTimeoutMs: min(1_000, configuration.upstreamTimeoutMs),
                                       totalTimeoutMs: min(2_000, configuration.upstreamTimeoutMs))
         // Counted on the curl thread when it ends: a beacon costs no task of its own.
