@@ -89,7 +89,10 @@ public struct PaymentOutput: Sendable, Equatable {
     }
 
     /// If any operation is marked `next`, only those count (the SDKs' "prioritised operations").
-    var onlyNextCount: Bool { operations.contains(where: \.next) || methods.contains { $0.operations.contains(where: \.next) } }
+    var onlyNextCount: Bool {
+        func anyNext(_ operations: [Operation]) -> Bool { operations.indices.contains { operations[$0].next } }
+        return anyNext(operations) || methods.indices.contains { anyNext(methods[$0].operations) }
+    }
 
     /// The operations that count (see `onlyNextCount`), in `allOperations`' order.
     public var candidates: [Operation] {
@@ -99,14 +102,21 @@ public struct PaymentOutput: Sendable, Equatable {
 
     /// The first of `candidates` with this rel (and method), found without building that list:
     /// the machine asks for several rels on every answer.
+    /// Compared in place by index: `first(where:)` copied each operation it passed (seven
+    /// references retained and released apiece), and the machine asks about a dozen rels an answer.
     public func operation(_ rel: OperationRel, method: String? = nil) -> Operation? {
         let nextOnly = onlyNextCount
-        func matches(_ operation: Operation) -> Bool {
-            (!nextOnly || operation.next) && operation.rel == rel.rawValue && (method == nil || operation.paymentMethod == method)
+        let name = rel.rawValue
+        func found(in operations: [Operation]) -> Operation? {
+            for i in operations.indices where (!nextOnly || operations[i].next) && operations[i].rel == name
+                && (method == nil || operations[i].paymentMethod == method) {
+                return operations[i]
+            }
+            return nil
         }
-        if let found = operations.first(where: matches) { return found }
-        for each in methods {
-            if let found = each.operations.first(where: matches) { return found }
+        if let operation = found(in: operations) { return operation }
+        for i in methods.indices {
+            if let operation = found(in: methods[i].operations) { return operation }
         }
         return nil
     }
