@@ -87,10 +87,12 @@ struct MiddlewareChain: Sendable {
     }
 
     /// Enters the links until one answers or throws: how many let the request on, and that outcome.
+    /// (The links are called where they lie, by index: a loop over the array copied each link's
+    /// existential box out and back, twice a request.)
     private func enter(_ exchange: Exchange) -> (entered: Int, early: Result<HTTPResponse, any Error>?) {
-        for (index, link) in links.enumerated() {
+        for index in links.indices {
             do {
-                if let answer = try link.enter(exchange) { return (index, .success(answer)) }
+                if let answer = try links[index].enter(exchange) { return (index, .success(answer)) }
             } catch {
                 return (index, .failure(error))
             }
@@ -101,8 +103,8 @@ struct MiddlewareChain: Sendable {
     /// Leaves the entered links, innermost first.
     private func leave(_ exchange: Exchange, entered: Int, _ outcome: Result<HTTPResponse, any Error>) -> Result<HTTPResponse, any Error> {
         var outcome = outcome
-        for link in links[..<entered].reversed() {
-            do { outcome = .success(try link.leave(exchange, outcome)) } catch { outcome = .failure(error) }
+        for index in (0..<entered).reversed() {
+            do { outcome = .success(try links[index].leave(exchange, outcome)) } catch { outcome = .failure(error) }
         }
         return outcome
     }
