@@ -521,23 +521,36 @@ struct MemberNames {
 /// ```
 public struct JSONReader {
     var parser: JSONParser
+    /// Where the document's value starts (after leading whitespace).
+    private let start: Int
 
-    /// Reads `bytes` with `body`, which reads the document's one value.
+    /// Reads `bytes` with `body`, which reads the document's one value. Inlinable, so that a
+    /// reader in another module is specialised for its `T` (a decoded answer): unspecialised, its
+    /// result went through the generic value witnesses.
+    @inlinable
     public static func read<T>(_ bytes: [UInt8], maxDepth: Int = 64,
                                _ body: (inout JSONReader) throws(JSONParseError) -> T) throws(JSONParseError) -> T {
-        let result = bytes.withUnsafeBufferPointer { buffer in
-            Result { () throws(JSONParseError) -> T in
-                var reader = JSONReader(parser: JSONParser(bytes: buffer, maxDepth: maxDepth))
-                reader.parser.skipWhitespace()
-                let start = reader.parser.index
-                let value = try body(&reader)
-                if reader.parser.index == start { try reader.parser.skipValue() }
-                reader.parser.skipWhitespace()
-                guard reader.parser.index == buffer.count else { throw reader.parser.fail("unexpected data after the document") }
-                return value
-            }
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) -> T in
+            var reader = JSONReader(buffer, maxDepth: maxDepth)
+            let value = try body(&reader)
+            try reader.finish()
+            return value
         }
-        return try result.get()
+    }
+
+    @usableFromInline
+    init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+        parser.skipWhitespace()
+        start = parser.index
+    }
+
+    /// Steps over the value when `body` read none, and checks that nothing follows it.
+    @usableFromInline
+    mutating func finish() throws(JSONParseError) {
+        if parser.index == start { try parser.skipValue() }
+        parser.skipWhitespace()
+        guard parser.index == parser.bytes.count else { throw parser.fail("unexpected data after the document") }
     }
 
     private func isAt(_ byte: UInt8) -> Bool { parser.index < parser.bytes.count && parser.bytes[parser.index] == byte }
