@@ -1,18 +1,47 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Random tokens and constant-time comparison for secrets.
 public enum Secrets {
     /// `bytes` random bytes from the system's cryptographic source, as lower-case hex.
-    public static func randomHex(bytes: Int = 16) -> String {
-        var generator = SystemRandomNumberGenerator()
-        // Eight bytes per draw: each draw is a system call.
-        return hex(bytes: bytes) { generator.next() }
-    }
+    public static func randomHex(bytes: Int = 16) -> String { hexID(timeMs: nil, randomBytes: bytes) }
 
     /// The time in milliseconds as 10 hex digits, then `randomBytes` random bytes as hex: as unique
     /// and unguessable as the random part, and in creation order, so that an index on such ids
     /// takes each new one where the newest are instead of rewriting a page anywhere in it. (The
     /// digits are the time's low 40 bits: the order starts over once in 35 years, next in 2039.)
-    public static func timeOrderedHex(nowMs: Int64, randomBytes: Int) -> String {
-        String(String(nowMs, radix: 16).suffix(10)).leftPadded(to: 10) + randomHex(bytes: randomBytes)
+    public static func timeOrderedHex(nowMs: Int64, randomBytes: Int) -> String { hexID(timeMs: nowMs, randomBytes: randomBytes) }
+
+    /// Written into the string's own storage, the random bytes drawn in one system call: a payee
+    /// reference and a session id are made for every payment.
+    private static func hexID(timeMs: Int64?, randomBytes: Int) -> String {
+        let random = max(randomBytes, 0), timeDigits = timeMs == nil ? 0 : 10
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(random, 1)) { drawn in
+            fillRandom(UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(drawn)[..<random]))
+            return String(unsafeUninitializedCapacity: timeDigits + random * 2) { out in
+                if let timeMs {
+                    for k in 0..<10 { out[k] = hexDigit(UInt8(truncatingIfNeeded: timeMs >> (4 * (9 - k))) & 0xF) }
+                }
+                for k in 0..<random {
+                    out[timeDigits + 2 * k] = hexDigit(drawn[k] >> 4)
+                    out[timeDigits + 2 * k + 1] = hexDigit(drawn[k] & 0xF)
+                }
+                return timeDigits + random * 2
+            }
+        }
+    }
+
+    /// The system's cryptographic source, all of `buffer` in one call: glibc's `arc4random_buf`
+    /// reads the kernel's `getrandom`, as `SystemRandomNumberGenerator` does eight bytes at a time.
+    private static func fillRandom(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let start = buffer.baseAddress, buffer.count > 0 else { return }
+        #if canImport(Glibc)
+        arc4random_buf(start, buffer.count)
+        #else
+        var generator = SystemRandomNumberGenerator()
+        for k in 0..<buffer.count { start.storeBytes(of: UInt8(truncatingIfNeeded: generator.next()), toByteOffset: k, as: UInt8.self) }
+        #endif
     }
 
     /// `bytes` bytes drawn eight at a time from `next`, as lower-case hex.

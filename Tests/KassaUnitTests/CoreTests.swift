@@ -302,6 +302,12 @@ struct CoreSafetyTests {
         #expect(early.count == 28 && early.hasPrefix("8bcfe56800") && late.hasPrefix("8bcfe56801") && late > early)
         #expect(Secrets.timeOrderedHex(nowMs: 5, randomBytes: 1).prefix(10) == "0000000005")
         #expect(Secrets.timeOrderedHex(nowMs: 5, randomBytes: 9) != Secrets.timeOrderedHex(nowMs: 5, randomBytes: 9), "the random part differs")
+        #expect(Secrets.timeOrderedHex(nowMs: 0x12_3456_789a_bcde, randomBytes: 0) == "56789abcde", "the time's low 40 bits")
+        // Random ids in one draw: the length asked for, lower-case hex, every digit used, no repeats.
+        let ids = (0..<2_000).map { _ in Secrets.randomHex(bytes: 32) }
+        #expect(ids.allSatisfy { $0.utf8.count == 64 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } })
+        #expect(Set(ids).count == ids.count && Set(ids.joined()).count == 16)
+        #expect(Secrets.randomHex(bytes: 0).isEmpty && Secrets.randomHex(bytes: 3).utf8.count == 6)
         #expect(Secrets.constantTimeEquals("abc", "abc"))
         #expect(!Secrets.constantTimeEquals("abc", "abd"))
         #expect(!Secrets.constantTimeEquals("abc", "abcd"))
