@@ -294,6 +294,16 @@ struct CoreSafetyTests {
         #expect(try JSONValue.parse(redacted) == Redaction.redact(try JSONValue.parse(Array(body.utf8))))
     }
 
+    @Test("a literal is found in a string's bytes wherever it lies, and only where all of it lies")
+    func containsBytes() {
+        for (text, expected) in [(#"{"type":"ping","id":1}"#, true), (#""ping""#, true), (#"{"id":1,"type":"ping"}"#, true),
+                                 (#"{"type":"pin"}"#, false), (#""ping"#, false), ("", false), (#"x"pingpong""#, false), ("åä\"ping\"", true)] {
+            #expect(text.containsBytes(of: #""ping""#) == expected, "\(text)")
+            #expect(text.containsBytes(of: #""ping""#) == text.contains(#""ping""#), "\(text)")
+        }
+        #expect("abc".containsBytes(of: ""))
+    }
+
     @Test("constant-time comparison agrees with ==")
     func constantTime() {
         // Time-ordered ids: 10 hex digits of milliseconds, then the random part; later sorts after.
