@@ -86,8 +86,8 @@ extension JSONValue {
 
     /// Writes `object` with its members in sorted order (stable output), each value by `write`
     /// (given the member's name): `JSONValue.write` and a writer that changes values on the way
-    /// (the event log's redaction) share one order. The members' positions are sorted in a buffer on the stack, so writing an
-    /// object allocates nothing and hashes no key again.
+    /// (the event log's redaction) share one order. The members' positions are sorted in a buffer
+    /// on the stack, so writing an object allocates nothing and hashes no key again.
     public static func writeObject(_ object: [String: JSONValue], into out: inout [UInt8],
                                    _ write: (String, JSONValue, inout [UInt8]) -> Void) {
         out.append(UInt8(ascii: "{"))
@@ -610,7 +610,7 @@ public struct JSONReader {
 /// body Kassa makes many of and only sends (a beacon). Names are literals Kassa chose, so they
 /// are written unescaped.
 public struct JSONObjectWriter {
-    public private(set) var bytes: [UInt8]
+    private var bytes: [UInt8]
     private var empty = true
 
     public init(capacity: Int = 256) {

@@ -100,10 +100,9 @@ public struct PaymentOutput: Sendable, Equatable {
         return onlyNextCount ? all.filter(\.next) : all
     }
 
-    /// The first of `candidates` with this rel (and method), found without building that list:
-    /// the machine asks for several rels on every answer.
-    /// Compared in place by index: `first(where:)` copied each operation it passed (seven
-    /// references retained and released apiece), and the machine asks about a dozen rels an answer.
+    /// The first of `candidates` with this rel (and method), found without building that list
+    /// and compared in place, by index: the machine asks about a dozen rels an answer, and
+    /// `first(where:)` copied each operation it passed (seven references retained and released).
     public func operation(_ rel: OperationRel, method: String? = nil) -> Operation? {
         let nextOnly = onlyNextCount
         let name = rel.rawValue
