@@ -45,7 +45,7 @@ final class Checkpointer: Sendable {
         } catch {
             return nil
         }
-        let thread = Thread.named("kassa-checkpoint") { [self] in
+        let thread = Thread.named("kassa-checkpoint", scheduling: .batch) { [self] in
             var checkpointedAt: UInt64 = 0
             var quietSeconds = 0.0
             var lastFrames = 0

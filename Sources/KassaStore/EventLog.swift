@@ -194,7 +194,7 @@ public final class EventLog: Sendable {
         self.database = pool
         let lastStored = try? pool.read { db in try Int64.fetchOne(db, sql: "SELECT at_ms FROM events ORDER BY id DESC LIMIT 1") }
         queue.withLock { $0.lastAtMs = (lastStored ?? nil) ?? .min }
-        Thread.named("kassa-eventlog") { [self] in writerLoop() }.start()
+        Thread.named("kassa-eventlog", scheduling: .batch) { [self] in writerLoop() }.start()
     }
 
     /// Calls `observer` on the writer thread with each committed batch (ids set) while `isListening`

@@ -156,7 +156,7 @@ final class CurlEngine: @unchecked Sendable {
         _ = kassa_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         _ = kassa_multi_setopt_timerfn(multi, curlTimerChanged)
         _ = kassa_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
-        Thread.named("kassa-curl") { [self] in loop() }.start()
+        Thread.named("kassa-curl", scheduling: .batch) { [self] in loop() }.start()
     }
 
     /// The loop's thread holds the engine until it stops, so this runs after `shutdown` and the

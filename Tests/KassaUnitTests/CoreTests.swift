@@ -1,6 +1,10 @@
 @testable import KassaCore
 import KassaEdge
 import Testing
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Core: JSON")
 struct JSONTests {
@@ -302,6 +306,21 @@ struct CoreSafetyTests {
             #expect(text.containsBytes(of: #""ping""#) == text.contains(#""ping""#), "\(text)")
         }
         #expect("abc".containsBytes(of: ""))
+    }
+
+    @Test("a thread made for batch scheduling runs under SCHED_BATCH with its name; a normal one keeps the default policy")
+    func threadScheduling() async {
+        func policyAndName(_ scheduling: ThreadScheduling) async -> (Int32, String) {
+            await withCheckedContinuation { done in
+                Thread.named("kassa-test-\(scheduling)", scheduling: scheduling) {
+                    let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+                    done.resume(returning: (sched_getscheduler(0), comm.trimmingCharacters(in: .whitespacesAndNewlines)))
+                }.start()
+            }
+        }
+        let batch = await policyAndName(.batch), normal = await policyAndName(.normal)
+        #expect(batch.0 == Thread.schedBatch && batch.1 == "kassa-test-batc")
+        #expect(normal.0 == 0 && normal.1 == "kassa-test-norm")
     }
 
     @Test("constant-time comparison agrees with ==")
