@@ -225,7 +225,7 @@ package enum HTTPResponseReader {
     }
 
     package static func read(_ b: [UInt8], atClose: Bool) -> Outcome {
-        guard let headEnd = find(b, [0x0D, 0x0A, 0x0D, 0x0A]) else {
+        guard let headEnd = ByteSearch.firstIndex(of: [0x0D, 0x0A, 0x0D, 0x0A], in: b) else {
             return atClose ? .malformed("the connection closed inside the answer's head") : b.count > 64 * 1024 ? .malformed("an answer head over 64 KiB") : .incomplete
         }
         // "HTTP/1.x NNN", a status from 100 to 599 (RFC 9110 §15)
@@ -236,9 +236,9 @@ package enum HTTPResponseReader {
         let status = Int(b[9] - 0x30) * 100 + Int(b[10] - 0x30) * 10 + Int(b[11] - 0x30)
         var length: Int?
         var keepAlive = b[7] == UInt8(ascii: "1")   // HTTP/1.1 keeps the connection unless it says otherwise
-        var line = (find(b, [0x0D, 0x0A]) ?? headEnd) + 2
+        var line = (ByteSearch.firstIndex(of: [0x0D, 0x0A], in: b) ?? headEnd) + 2
         while line < headEnd {
-            let end = find(b, [0x0D, 0x0A], from: line) ?? headEnd
+            let end = ByteSearch.firstIndex(of: [0x0D, 0x0A], in: b, from: line) ?? headEnd
             if let colon = b[line..<end].firstIndex(of: UInt8(ascii: ":")) {
                 // Decoded only for the headers read here, not for every one.
                 func value() -> Substring { Substring(String(decoding: b[(colon + 1)..<end], as: UTF8.self)).trimmingHTTPSpace() }
@@ -278,15 +278,5 @@ package enum HTTPResponseReader {
             k += 1
         }
         return true
-    }
-
-    private static func find(_ b: [UInt8], _ pattern: [UInt8], from start: Int = 0) -> Int? {
-        guard b.count >= pattern.count, start <= b.count - pattern.count else { return nil }
-        var i = start
-        while i <= b.count - pattern.count {
-            if b[i] == pattern[0], b[i..<(i + pattern.count)].elementsEqual(pattern) { return i }
-            i += 1
-        }
-        return nil
     }
 }

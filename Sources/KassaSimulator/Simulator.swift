@@ -174,7 +174,7 @@ struct SimulatorState {
     /// body or query wins, then the rules in order, each drawn at its rate.
     mutating func drawFault(route: String, request: HTTPRequest) -> SimulatedFault? {
         // Most requests carry no fault and no rules are set: say so without reading the body as text.
-        let bodyMentionsFault = Self.contains(request.body, Self.faultMarker)
+        let bodyMentionsFault = ByteSearch.firstIndex(of: Self.faultMarker, in: request.body) != nil
         guard bodyMentionsFault || !faults.isEmpty || !request.query.isEmpty else { return nil }
         let body = String(decoding: request.body, as: UTF8.self)
         let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
@@ -193,13 +193,4 @@ struct SimulatorState {
 
     static let faultMarker = Array("sim-fault:".utf8)
 
-    static func contains(_ bytes: [UInt8], _ marker: [UInt8]) -> Bool {
-        guard let first = marker.first, bytes.count >= marker.count else { return false }
-        var i = 0
-        while let at = bytes[i...].firstIndex(of: first), at + marker.count <= bytes.count {
-            if bytes[at..<(at + marker.count)].elementsEqual(marker) { return true }
-            i = at + 1
-        }
-        return false
-    }
 }

@@ -298,7 +298,7 @@ struct CoreSafetyTests {
         #expect(try JSONValue.parse(redacted) == Redaction.redact(try JSONValue.parse(Array(body.utf8))))
     }
 
-    @Test("a literal is found in a string's bytes wherever it lies, and only where all of it lies")
+    @Test("a run of bytes is found wherever it lies, from where the search starts, and only where all of it lies")
     func containsBytes() {
         for (text, expected) in [(#"{"type":"ping","id":1}"#, true), (#""ping""#, true), (#"{"id":1,"type":"ping"}"#, true),
                                  (#"{"type":"pin"}"#, false), (#""ping"#, false), ("", false), (#"x"pingpong""#, false), ("åä\"ping\"", true)] {
@@ -306,6 +306,15 @@ struct CoreSafetyTests {
             #expect(text.containsBytes(of: #""ping""#) == text.contains(#""ping""#), "\(text)")
         }
         #expect("abc".containsBytes(of: ""))
+        // The search itself, as the load client reads a response head with it.
+        let head = Array("HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody".utf8)
+        #expect(ByteSearch.firstIndex(of: [0x0D, 0x0A, 0x0D, 0x0A], in: head) == 21)
+        #expect(ByteSearch.firstIndex(of: [0x0D, 0x0A], in: head) == 15)
+        #expect(ByteSearch.firstIndex(of: [0x0D, 0x0A], in: head, from: 17) == 21)
+        #expect(ByteSearch.firstIndex(of: Array("body".utf8), in: head, from: 25) == 25)
+        #expect(ByteSearch.firstIndex(of: Array("body".utf8), in: head, from: 26) == nil)
+        #expect(ByteSearch.firstIndex(of: [], in: head, from: 3) == 3)
+        #expect(ByteSearch.firstIndex(of: Array("longer than it".utf8), in: Array("short".utf8)) == nil)
     }
 
     @Test("a thread made for batch scheduling runs under SCHED_BATCH with its name; a normal one keeps the default policy")
