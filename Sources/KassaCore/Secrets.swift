@@ -23,10 +23,7 @@ public enum Secrets {
                 if let timeMs {
                     for k in 0..<10 { out[k] = hexDigit(UInt8(truncatingIfNeeded: timeMs >> (4 * (9 - k))) & 0xF) }
                 }
-                for k in 0..<random {
-                    out[timeDigits + 2 * k] = hexDigit(drawn[k] >> 4)
-                    out[timeDigits + 2 * k + 1] = hexDigit(drawn[k] & 0xF)
-                }
+                writeHex(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(drawn)[..<random]), into: out, at: timeDigits)
                 return timeDigits + random * 2
             }
         }
@@ -60,6 +57,14 @@ public enum Secrets {
                 }
             }
             return count
+        }
+    }
+
+    /// `bytes` as lower-case hex, two digits a byte, into `out` from `offset`.
+    static func writeHex(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        for (k, byte) in bytes.enumerated() {
+            out[offset + 2 * k] = hexDigit(byte >> 4)
+            out[offset + 2 * k + 1] = hexDigit(byte & 0xF)
         }
     }
 

@@ -183,14 +183,10 @@ public enum Hashing {
 
     /// `bytes` as lower-case hex.
     public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            bytes.withUnsafeBytes { Secrets.writeHex($0, into: out, at: 0) }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 
