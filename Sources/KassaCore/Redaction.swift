@@ -130,7 +130,8 @@ public enum Redaction {
     }
 
     /// `redact(value).bytes`, written in one pass: no redacted tree is built and walked again
-    /// (the event log writes every event's data this way).
+    /// (whatever Kassa keeps of a tree as bytes goes this way: event data, idempotent answers,
+    /// cut bodies).
     public static func redactedBytes(_ value: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)

@@ -102,7 +102,7 @@ enum Migrations {
             let rows = try Row.fetchAll(db, sql: "SELECT rowid, key, body FROM idempotency")
             for row in rows {
                 let body: Data = row["body"] ?? Data()
-                let redacted = (try? JSONValue.parse([UInt8](body))).map { Redaction.redact($0).bytes } ?? []
+                let redacted = (try? JSONValue.parse([UInt8](body))).map(Redaction.redactedBytes) ?? []
                 try db.execute(sql: "UPDATE idempotency SET key = ?, body = ? WHERE rowid = ?",
                                arguments: [Hashing.sha256Hex(row["key"] as String), Data(redacted), row["rowid"] as Int64])
             }

@@ -207,7 +207,7 @@ extension Gateway {
     /// A JSON answer's body as an idempotency key keeps it.
     static func redactedBody(_ response: HTTPResponse) -> [UInt8] {
         guard Routing.isJSON(response.contentType), let body = try? JSONValue.parse(response.body) else { return [] }
-        return Redaction.redact(body).bytes
+        return Redaction.redactedBytes(body)
     }
 
     /// Runs `work` once per Idempotency-Key and scope; a repeat gets the first answer. The answer

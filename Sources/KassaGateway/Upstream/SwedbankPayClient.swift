@@ -439,7 +439,7 @@ final class SwedbankPayClient: Sendable {
     /// redacted first, while its member names still say what is secret.
     static func loggable(_ value: JSONValue, size: Int) -> JSONValue {
         guard size > loggedBodyLimit else { return value }
-        return ["truncated": true, "bytes": .number(Double(size)), "excerpt": .string(excerpt(Redaction.redact(value).bytes))]
+        return ["truncated": true, "bytes": .number(Double(size)), "excerpt": .string(excerpt(Redaction.redactedBytes(value)))]
     }
 
     /// The start of a body, as text; whoever keeps or shows it redacts it (the event log, a problem).
