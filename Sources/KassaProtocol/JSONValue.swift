@@ -193,7 +193,7 @@ struct JSONParser {
     var members: [(key: String, value: JSONValue, at: Int)] = []
     var elements: [JSONValue] = []
     /// The names of the objects being stepped over or read member by member (`MemberNames`).
-    var names: [String] = []
+    var names: [JSONName] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -305,6 +305,29 @@ struct JSONParser {
         return (name, index)
     }
 
+    /// The next member's name as `memberName` reads it, but left in place when it is plain
+    /// ASCII without escapes (most are): no String is made for a name that is only compared.
+    mutating func memberNameInPlace() throws(JSONParseError) -> (name: JSONName, at: Int) {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
+        var end = index + 1
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), (0x20..<0x80).contains(bytes[end]), bytes[end] != UInt8(ascii: "\\") {
+            end += 1
+        }
+        let name: JSONName
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            name = JSONName(plain: UnsafeBufferPointer(rebasing: bytes[(index + 1)..<end]))
+            index = end + 1
+        } else {
+            name = JSONName(decoded: try parseString())
+        }
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+        index += 1
+        skipWhitespace()
+        return (name, index)
+    }
+
     /// After a member's value: true when another member follows, false at the object's end.
     mutating func endMember() throws(JSONParseError) -> Bool {
         skipWhitespace()
@@ -331,7 +354,7 @@ struct JSONParser {
             guard try enter(closing: UInt8(ascii: "}")) else { return }
             var names = MemberNames(self)
             repeat {
-                let (name, at) = try memberName()
+                let (name, at) = try memberNameInPlace()
                 try names.insert(name, at: at, &self)
                 try skipValue()
             } while try endMember()
@@ -488,23 +511,59 @@ struct MemberNames {
 
     init(_ parser: JSONParser) { base = parser.names.count }
 
-    mutating func insert(_ name: String, at offset: Int, _ parser: inout JSONParser) throws(JSONParseError) {
+    mutating func insert(_ name: JSONName, at offset: Int, _ parser: inout JSONParser) throws(JSONParseError) {
         let isNew: Bool
         if set != nil {
-            isNew = set!.insert(name).inserted
+            isNew = set!.insert(name.string).inserted
         } else {
-            isNew = !parser.names[base...].contains(name)
+            isNew = !parser.names[base...].contains { $0.isSame(as: name) }
             parser.names.append(name)
-            if parser.names.count - base == 16 { set = Set(parser.names[base...]) }
+            if parser.names.count - base == 16 { set = Set(parser.names[base...].map(\.string)) }
         }
         guard isNew else {
             parser.index = offset
-            throw parser.fail("duplicate member \"\(name)\"")
+            throw parser.fail("duplicate member \"\(name.string)\"")
         }
     }
 
     /// At the object's end: its names leave the stack.
     func end(_ parser: inout JSONParser) { parser.names.removeSubrange(base...) }
+}
+
+/// A member's name as `JSONReader.object` gives it: compared with a literal (`switch name {
+/// case "id": … }`, `name == "id"`) byte by byte where it stands in the document, so most names
+/// are never made into a String. Valid only inside the `object` call that gives it (it points
+/// into the document); `string` is the name to keep.
+public struct JSONName {
+    /// A plain ASCII name without escapes: its bytes in the document.
+    @usableFromInline let plain: UnsafeBufferPointer<UInt8>
+    /// Any other name, decoded (`plain` is then empty).
+    @usableFromInline let decoded: String?
+
+    init(plain: UnsafeBufferPointer<UInt8>) { self.plain = plain; decoded = nil }
+    init(decoded: String) { plain = UnsafeBufferPointer(start: nil, count: 0); self.decoded = decoded }
+
+    public var string: String { decoded ?? String(decoding: plain, as: UTF8.self) }
+
+    /// Equal as Strings are: by bytes when both are plain ASCII (whose Strings are equal exactly
+    /// when their bytes are), as Strings otherwise (which counts canonical equivalents as equal).
+    func isSame(as other: JSONName) -> Bool {
+        if decoded == nil, other.decoded == nil {
+            return plain.count == other.plain.count && plain.elementsEqual(other.plain)
+        }
+        return string == other.string
+    }
+
+    @inlinable
+    public static func == (name: JSONName, literal: StaticString) -> Bool {
+        literal.withUTF8Buffer { expected in
+            if let decoded = name.decoded { return decoded == String(decoding: expected, as: UTF8.self) }
+            return name.plain.count == expected.count && name.plain.elementsEqual(expected)
+        }
+    }
+
+    @inlinable
+    public static func ~= (literal: StaticString, name: JSONName) -> Bool { name == literal }
 }
 
 /// Reads one JSON document value by value, building a tree only for what its caller takes whole
@@ -558,12 +617,12 @@ public struct JSONReader {
     /// Calls `member` with each member name of the object here; `member` reads that member's
     /// value, or leaves it, and then it is stepped over. False, the value stepped over, when it
     /// is no object.
-    public mutating func object(_ member: (inout JSONReader, String) throws(JSONParseError) -> Void) throws(JSONParseError) -> Bool {
+    public mutating func object(_ member: (inout JSONReader, JSONName) throws(JSONParseError) -> Void) throws(JSONParseError) -> Bool {
         guard isAt(UInt8(ascii: "{")) else { try parser.skipValue(); return false }
         guard try parser.enter(closing: UInt8(ascii: "}")) else { return true }
         var names = MemberNames(parser)
         repeat {
-            let (name, at) = try parser.memberName()
+            let (name, at) = try parser.memberNameInPlace()
             try names.insert(name, at: at, &parser)
             try member(&self, name)
             if parser.index == at { try parser.skipValue() }

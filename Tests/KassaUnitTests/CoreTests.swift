@@ -64,6 +64,39 @@ struct JSONTests {
     }
 }
 
+    @Test("a reader's member names match literals and refuse duplicates as the tree does: escaped, non-ASCII, canonical equivalents, past sixteen members")
+    func readerNames() throws {
+        // Reads the members named in `wanted` (a literal switch, as the decoders do), and every name as a String.
+        func read(_ text: String) throws(JSONParseError) -> (id: String?, kelvin: Bool, names: [String]) {
+            try JSONReader.read(Array(text.utf8)) { r throws(JSONParseError) in
+                var id: String?, kelvin = false, names: [String] = []
+                _ = try r.object { r, name throws(JSONParseError) in
+                    names.append(name.string)
+                    switch name {
+                    case "id": id = try r.string()
+                    case "K": kelvin = true
+                    default: break
+                    }
+                }
+                return (id, kelvin, names)
+            }
+        }
+        #expect(try read(#"{"id":"a","x":{"id":1}}"#).id == "a")
+        #expect(try read(#"{"\u0069d":"escaped"}"#).id == "escaped", "an escaped name matches its literal")
+        #expect(try read(#"{"i":"short","idx":"long"}"#).id == nil, "a prefix or an extension is another name")
+        #expect(try read(#"{"\u212A":1}"#).kelvin, "the Kelvin sign is K, as String compares them")
+        #expect(try read(#"{"é":1,"ab":2}"#).names == ["é", "ab"])
+        let many = (0..<20).map { "\"m\($0)\":\($0)" }.joined(separator: ",")
+        for text in [#"{"a":1,"a":2}"#, #"{"a":1,"\u0061":2}"#, #"{"K":1,"\u212A":2}"#, "{\(many),\"m3\":0}", "{\(many),\"m\\u0031\":0}",
+                     #"[{"a":{"b":1,"b":2}}]"#] {
+            #expect(throws: JSONParseError.self, "\(text)") { try JSONReader.read(Array(text.utf8)) { r throws(JSONParseError) in try r.skip() } }
+            #expect(throws: JSONParseError.self, "\(text)") { _ = try read(text) }
+            #expect(throws: JSONParseError.self, "\(text)") { try JSONValue.parse(text) }
+        }
+        #expect(try read("{\(many),\"m20\":0}").names.count == 21)
+        #expect(try read(#"{"a":{"b":1},"b":{"a":1}}"#).names == ["a", "b"], "names are per object")
+    }
+
 @Suite("Core: redaction, secrets, problems")
 struct CoreSafetyTests {
     @Test("secrets are replaced and MSISDNs cut to a suffix, at any depth")
