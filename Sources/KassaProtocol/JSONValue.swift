@@ -661,6 +661,15 @@ public struct JSONReader {
 
     /// Steps over the value here.
     public mutating func skip() throws(JSONParseError) { try parser.skipValue() }
+
+    /// The array here as its bytes in the document, checked as `skip` checks it, for a reader
+    /// that may parse it later (`JSONValue.parse`); nil, the value stepped over, for any other value.
+    public mutating func rawArray() throws(JSONParseError) -> [UInt8]? {
+        let start = parser.index
+        let isArray = isAt(UInt8(ascii: "["))
+        try parser.skipValue()
+        return isArray ? Array(parser.bytes[start..<parser.index]) : nil
+    }
 }
 
 // MARK: - Writing without a tree

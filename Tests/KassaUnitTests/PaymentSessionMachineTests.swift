@@ -72,6 +72,13 @@ struct PaymentSessionMachineTests {
             #expect(PaymentOutput.decode(Array(text.utf8)) == parsed, "\(text)")
         }
         #expect(PaymentOutput.decode(Array(documents[1].utf8))?.methods.map(\.name) == ["Swish", "CreditCard"])
+        // Prefills are kept as the answer wrote them and parsed when read: spacing and member order do not count, a non-array is none.
+        let prefilled = PaymentOutput.decode(Array(#"{"paymentSession":{"methods":[{"paymentMethod":"Swish","prefills": [ {"rank":1, "msisdn":"+46739000001"} ]}]}}"#.utf8))
+        #expect(prefilled?.methods.first?.prefillsJSON == Array(#"[ {"rank":1, "msisdn":"+46739000001"} ]"#.utf8))
+        #expect(prefilled?.methods.first?.prefills == [["msisdn": "+46739000001", "rank": 1]])
+        #expect(prefilled == PaymentOutput.parse(try JSONValue.parse(#"{"paymentSession":{"methods":[{"prefills":[{"msisdn":"+46739000001","rank":1}],"paymentMethod":"Swish"}]}}"#)))
+        #expect(prefilled?.withoutPrefills.methods.first?.prefills == [])
+        #expect(PaymentOutput.decode(Array(documents[1].utf8))?.methods.last?.prefillsJSON == [])
         #expect(PaymentOutput.decode(Array(documents[1].utf8))?.operations.first?.tasks.first?.expects.first?.value == ["a": [1, "é"]])
         for refused in documents.suffix(8) { #expect(PaymentOutput.decode(Array(refused.utf8)) == nil, "\(refused)") }
         #expect(PaymentOutput.decode([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]) == nil, "invalid UTF-8 in a name")

@@ -39,8 +39,18 @@ public struct PaymentOutput: Sendable, Equatable {
 
     public struct Method: Sendable, Equatable {
         public var name: String
-        public var prefills: [JSONValue]
+        /// The method's `prefills` array as the answer wrote it (empty when there is none). Only
+        /// the instrument list a client is shown reads it, and most answers are never shown: it
+        /// is parsed then, not with every answer.
+        public var prefillsJSON: [UInt8]
         public var operations: [Operation]
+
+        public var prefills: [JSONValue] { prefillsJSON.isEmpty ? [] : (try? JSONValue.parse(prefillsJSON))?.arrayValue ?? [] }
+
+        /// The same prefills however the answer spaced and ordered them.
+        public static func == (a: Method, b: Method) -> Bool {
+            a.name == b.name && a.operations == b.operations && a.prefills == b.prefills
+        }
     }
 
     public struct UpstreamProblem: Sendable, Equatable {
@@ -72,7 +82,7 @@ public struct PaymentOutput: Sendable, Equatable {
     /// The same output without the methods' prefills.
     public var withoutPrefills: PaymentOutput {
         var copy = self
-        for i in copy.methods.indices { copy.methods[i].prefills = [] }
+        for i in copy.methods.indices { copy.methods[i].prefillsJSON = [] }
         return copy
     }
 
@@ -128,7 +138,7 @@ public struct PaymentOutput: Sendable, Equatable {
         let session = document["paymentSession"]
         let methods: [Method] = (session?["methods"]?.arrayValue ?? []).compactMap { m in
             guard let name = m["paymentMethod"]?.stringValue else { return nil }
-            return Method(name: shared(name), prefills: m["prefills"]?.arrayValue ?? [],
+            return Method(name: shared(name), prefillsJSON: m["prefills"].flatMap { $0.arrayValue == nil ? nil : $0.bytes } ?? [],
                           operations: (m["operations"]?.arrayValue ?? []).compactMap { parseOperation($0, method: name) })
         }
         let urls = session?["urls"]
@@ -219,11 +229,11 @@ public struct PaymentOutput: Sendable, Equatable {
     static func readMethods(_ r: inout JSONReader) throws(JSONParseError) -> [Method] {
         var methods: [Method] = []
         _ = try r.array { r throws(JSONParseError) in
-            var name: String?, prefills: [JSONValue] = [], operations: [Operation] = []
+            var name: String?, prefills: [UInt8] = [], operations: [Operation] = []
             _ = try r.object { r, member throws(JSONParseError) in
                 switch member {
                 case "paymentMethod": name = try r.string()
-                case "prefills": prefills = try r.value().arrayValue ?? []
+                case "prefills": prefills = try r.rawArray() ?? []
                 case "operations": operations = try readOperations(&r)
                 default: break
                 }
@@ -231,7 +241,7 @@ public struct PaymentOutput: Sendable, Equatable {
             guard let name else { return }
             let method = shared(name)
             for i in operations.indices { operations[i].paymentMethod = method }
-            methods.append(Method(name: method, prefills: prefills, operations: operations))
+            methods.append(Method(name: method, prefillsJSON: prefills, operations: operations))
         }
         return methods
     }

@@ -193,8 +193,9 @@ public struct PaymentSessionMachine: Sendable {
         (try? JSONValue.parse(availableInstrumentsText))?.arrayValue ?? []
     }
     private var availableInstrumentsText: [UInt8] = Array("[]".utf8)
-    /// The instruments of the latest output, taken before its prefills are dropped.
-    private var latestInstruments: [JSONValue] = []
+    /// The latest output with its prefills, until the instruments are made from it: only when
+    /// it is the one the payer is shown (most answers lead to another call instead).
+    private var instrumentsSource: PaymentOutput?
     public private(set) var lastProblem: JSONValue?
     public private(set) var callInFlight: SessionCall?
 
@@ -246,7 +247,7 @@ public struct PaymentSessionMachine: Sendable {
     public mutating func received(_ output: PaymentOutput, for call: SessionCall) -> [Effect] {
         callInFlight = nil
         if call.rel != OperationRel.viewPaymentSession.rawValue { conflictedRel = nil }
-        latestInstruments = AvailableInstruments.from(output, device: device)
+        instrumentsSource = output
         // The prefills (saved cards, numbers) only feed the instrument list: not kept twice.
         self.output = output.withoutPrefills
         switch state {
@@ -638,9 +639,9 @@ public struct PaymentSessionMachine: Sendable {
             return effects + [.schedulePoll(afterMs: pollIntervalMs, generation: pollGeneration)]
         }
         // 14. Nothing left to do but let the payer choose.
-        let instruments = latestInstruments
+        let instruments = instrumentsSource.map { AvailableInstruments.from($0, device: device) } ?? []
         availableInstrumentsText = JSONValue.array(instruments).bytes
-        latestInstruments = []
+        instrumentsSource = nil
         if !announced.instruments {
             announced.instruments = true
             state = .awaitingInstrument
