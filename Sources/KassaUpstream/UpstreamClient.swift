@@ -122,9 +122,12 @@ final class CurlEngine: @unchecked Sendable {
     /// Curl-thread confined: exchanges in flight by id.
     private var active: [UInt64: Transfer] = [:]
     private var cancelledEarly: Set<UInt64> = []
-    /// Curl-thread confined: easy handles of finished exchanges, reset and kept for the next
-    /// (building and freeing one per exchange cost more than the answer of a fast upstream).
-    private var spareHandles: [UnsafeMutableRawPointer] = []
+    /// Curl-thread confined: easy handles of finished exchanges, kept for the next (building and
+    /// freeing one per exchange cost more than the answer of a fast upstream) with the options
+    /// every exchange shares, set once (`configure`); `start` sets all that a request decides.
+    /// `curl_easy_reset` between exchanges set the shared ones again, with a copy of each string
+    /// (the protocols, four CA paths): a quarter of the curl thread's allocations.
+    private var spareHandles: [(easy: UnsafeMutableRawPointer, caCertificatePath: String?)] = []
     private let maxConnections: Int
     /// Curl-thread confined: exchanges that came while `maxConnections` were in flight, oldest
     /// first from `waitingHead`. Queued here rather than in libcurl (CURLMOPT_MAX_TOTAL_CONNECTIONS),
@@ -283,7 +286,7 @@ final class CurlEngine: @unchecked Sendable {
                 active.removeAll()
                 for transfer in waiting[waitingHead...] { transfer.finish(.failure(.cancelled)) }
                 waiting.removeAll()
-                for easy in spareHandles { curl_easy_cleanup(easy) }
+                for spare in spareHandles { curl_easy_cleanup(spare.easy) }
                 spareHandles.removeAll()
                 curl_multi_cleanup(multi)
                 return
@@ -378,36 +381,39 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let easy = spareHandles.popLast() ?? curl_easy_init() else {
+        let request = transfer.request
+        var easy: UnsafeMutableRawPointer?
+        if let spare = spareHandles.popLast() {
+            // Kept for the same CA file (one configuration has one): otherwise made anew.
+            if spare.caCertificatePath == request.caCertificatePath { easy = spare.easy } else { curl_easy_cleanup(spare.easy) }
+        }
+        if easy == nil, let made = curl_easy_init() {
+            configure(made, caCertificatePath: request.caCertificatePath)
+            easy = made
+        }
+        guard let easy else {
             transfer.finish(.failure(.transport(code: -1, message: "curl_easy_init failed")))
             return
         }
-        let request = transfer.request
         transfer.easy = easy
         transfer.started = .now
         _ = kassa_easy_setopt_str(easy, CURLOPT_URL, request.url)
-        _ = kassa_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = kassa_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
         // What is left of the request's time (all of it, unless it waited for a connection).
         let left = transfer.started.duration(to: transfer.deadline).inMilliseconds
         _ = kassa_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(left)))
-        _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
-        _ = kassa_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, keptIdleSeconds)
-        _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        if let ca = request.caCertificatePath { _ = kassa_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_PRIVATE, UnsafeMutableRawPointer(bitPattern: UInt(transfer.id)))
         let me = Unmanaged.passUnretained(transfer).toOpaque()
-        _ = kassa_easy_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, curlWriteBody)
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
-        _ = kassa_easy_setopt_datafn(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader)
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
-        _ = kassa_easy_setopt_closesocketfn(easy, curlClosesSocket)
-        _ = kassa_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(self).toOpaque())
 
+        // The method from a plain GET (which also ends the last exchange's HEAD or upload), the
+        // last one's custom method gone.
         let method = request.method.uppercased()
+        _ = kassa_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
         switch method {
-        case "GET": _ = kassa_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
-        case "HEAD": _ = kassa_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case "GET": _ = kassa_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, nil)
+        case "HEAD": _ = kassa_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, nil); _ = kassa_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
         default: _ = kassa_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
         }
         // A POST, PUT or PATCH always states its length, even when empty. A GET or HEAD sends none:
@@ -422,7 +428,7 @@ final class CurlEngine: @unchecked Sendable {
         for (name, value) in request.headers {
             guard !name.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == UInt8(ascii: ":") }),
                   !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
-                keepOrFree(easy)
+                keepOrFree(easy, request.caCertificatePath)
                 transfer.finish(.failure(.invalidRequest("header \(name) holds a line break")))
                 return
             }
@@ -438,19 +444,36 @@ final class CurlEngine: @unchecked Sendable {
     private func release(_ transfer: Transfer) {
         if let easy = transfer.easy {
             curl_multi_remove_handle(multi, easy)
-            keepOrFree(easy)
+            keepOrFree(easy, transfer.request.caCertificatePath)
             transfer.easy = nil
         }
         HeaderList.free(transfer.headerList)
         transfer.headerList = nil
     }
 
-    /// A finished handle goes back to its defaults (every option, the body copy, the private
-    /// pointer) and is kept while there are fewer spares than connections.
-    private func keepOrFree(_ easy: UnsafeMutableRawPointer) {
+    /// The options every exchange shares, set once on a new handle.
+    private func configure(_ easy: UnsafeMutableRawPointer, caCertificatePath: String?) {
+        _ = kassa_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+        _ = kassa_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, keptIdleSeconds)
+        _ = kassa_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        if let caCertificatePath { _ = kassa_easy_setopt_str(easy, CURLOPT_CAINFO, caCertificatePath) }
+        _ = kassa_easy_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, curlWriteBody)
+        _ = kassa_easy_setopt_datafn(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader)
+        _ = kassa_easy_setopt_closesocketfn(easy, curlClosesSocket)
+        _ = kassa_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// A finished handle lets go of what its exchange gave it (the body's copy, the header list,
+    /// the transfer it wrote to) and is kept while there are fewer spares than connections.
+    private func keepOrFree(_ easy: UnsafeMutableRawPointer, _ caCertificatePath: String?) {
         if spareHandles.count < maxConnections {
-            curl_easy_reset(easy)
-            spareHandles.append(easy)
+            _ = kassa_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1)
+            _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, nil)
+            _ = kassa_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
+            _ = kassa_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, nil)
+            _ = kassa_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, nil)
+            spareHandles.append((easy, caCertificatePath))
         } else {
             curl_easy_cleanup(easy)
         }

@@ -192,6 +192,23 @@ struct UpstreamClientTests {
         #expect(head.status == 200 && head.body.isEmpty)
         let delete = try await client.send(UpstreamRequest(method: "DELETE", url: base + "/echo"))
         #expect(delete.header("x-echo-method") == "DELETE" && delete.header("x-echo-length") == "0")
+        // The handle keeps only the options every exchange shares: each method after each other.
+        let afterHead = try await client.send(UpstreamRequest(method: "HEAD", url: base + "/echo"))
+        #expect(afterHead.body.isEmpty)
+        let getAfterHead = try await client.send(UpstreamRequest(url: base + "/echo"))
+        #expect(getAfterHead.header("x-echo-method") == "GET" && getAfterHead.header("x-echo-length") == "0")
+        let fullAfterHead = try await client.send(UpstreamRequest(method: "PATCH", url: base + "/echo", body: Array("patched".utf8)))
+        #expect(fullAfterHead.header("x-echo-method") == "PATCH" && fullAfterHead.text == "patched", "a body is read after a HEAD")
+        let emptyPost = try await client.send(UpstreamRequest(method: "POST", url: base + "/echo", body: []))
+        #expect(emptyPost.header("x-echo-method") == "POST" && emptyPost.header("x-echo-length") == "0", "the body before is not sent again")
+        let getAfterCustom = try await client.send(UpstreamRequest(url: base + "/echo"))
+        #expect(getAfterCustom.header("x-echo-method") == "GET", "PATCH and POST are not kept")
+        // Another CA file than the kept handle's takes a new handle; plain HTTP ignores it either way.
+        let otherCA = try await client.send(UpstreamRequest(method: "PUT", url: base + "/echo", body: Array("ca".utf8),
+                                                            caCertificatePath: "/nonexistent/ca.pem"))
+        #expect(otherCA.header("x-echo-method") == "PUT" && otherCA.text == "ca")
+        let backToDefault = try await client.send(UpstreamRequest(url: base + "/echo"))
+        #expect(backToDefault.header("x-echo-method") == "GET" && backToDefault.header("x-echo-length") == "0")
     }
 
     @Test("every header a request names arrives as given, in a list of one allocation; no Expect: 100-continue")
