@@ -54,7 +54,8 @@ public struct JSONInput: Sendable {
             return nil
         }
         guard case .string(let s) = value else { fail(path, "must be a string"); return nil }
-        guard s.count <= maxLength else { fail(path, "must be at most \(maxLength) characters"); return nil }
+        // A string has no more characters than UTF-8 bytes: most are let through without counting them.
+        guard s.utf8.count <= maxLength || s.count <= maxLength else { fail(path, "must be at most \(maxLength) characters"); return nil }
         return s
     }
 

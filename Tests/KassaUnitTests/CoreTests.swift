@@ -23,6 +23,19 @@ struct JSONTests {
         #expect(input.value("a.b.c.") == .number(7), "a trailing dot adds nothing")
     }
 
+    @Test("a string's limit counts characters, not bytes: within it in bytes or in characters passes, past it in characters fails")
+    func stringLimit() {
+        let text = #"{"ascii":"abcd","accents":"éééé","flags":"🇸🇪🇸🇪","long":"abcde"}"#
+        guard case .success(var input) = JSONInput.parse(Array(text.utf8)) else { Issue.record("not parsed"); return }
+        #expect(input.string("ascii", maxLength: 4) == "abcd")
+        #expect(input.string("accents", maxLength: 4) == "éééé", "8 bytes, 4 characters")
+        #expect(input.string("flags", maxLength: 2) == "🇸🇪🇸🇪", "16 bytes, 2 characters")
+        #expect(input.problems.isEmpty)
+        #expect(input.string("long", maxLength: 4) == nil)
+        #expect(input.string("flags", maxLength: 1) == nil)
+        #expect(input.problems.map(\.field) == ["long", "flags"])
+    }
+
     @Test("HTTP's optional whitespace is trimmed by bytes: spaces and tabs only, characters kept whole")
     func httpSpace() {
         for (given, expected) in [(" a\t", "a"), ("", ""), (" \t ", ""), ("é ", "é"), ("\t x é  ", "x é"), ("a b", "a b"), ("\u{A0}a", "\u{A0}a")] {
