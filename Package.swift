@@ -86,7 +86,7 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // libFuzzer targets for every parser (bench/fuzz.sh builds them with -sanitize=fuzzer).
-        .executableTarget(name: "KassaFuzz", dependencies: ["KassaCore", "KassaEdge", "KassaLoad"],
+        .executableTarget(name: "KassaFuzz", dependencies: ["KassaCore", "KassaEdge", "KassaLoad", "KassaUpstream"],
                           swiftSettings: [.enableExperimentalFeature("Extern")]),
         // The executable wires the parts (KassaNode) and runs them as services; the embedded
         // simulator is wired here too, so the gateway module never imports it.

@@ -2,12 +2,13 @@ import Glibc
 import KassaCore
 import KassaEdge
 import KassaLoad
+import KassaUpstream
 
 /// libFuzzer targets, one per parser that reads untrusted input. Built and run by
 /// bench/fuzz.sh (`-sanitize=fuzzer`, KASSA_FUZZ defined); KASSA_FUZZ_TARGET picks the
 /// target. Each checks a property, so a wrong answer fails like a crash does.
 enum FuzzTarget: String, CaseIterable {
-    case json, jsoninput, timestamp, redaction, redactjson, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice, httpanswer
+    case json, jsoninput, timestamp, redaction, redactjson, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice, httpanswer, href
 
     static let selected: FuzzTarget = {
         let name = getenv("KASSA_FUZZ_TARGET").map { String(cString: $0) } ?? ""
@@ -18,6 +19,7 @@ enum FuzzTarget: String, CaseIterable {
     }()
 
     static let streamPattern = PathPattern("/v1/sessions/{id}/stream")
+    static let plainHrefs = PlainHrefReader(origins: ["https://api.example.com:443", "http://127.0.0.1:8080"].compactMap { UpstreamURL($0) })
 
     func run(_ bytes: [UInt8]) {
         let text = String(decoding: bytes, as: UTF8.self)
@@ -104,6 +106,11 @@ enum FuzzTarget: String, CaseIterable {
             }
         case .instrument:
             if let value = try? JSONValue.parse(bytes) { _ = Instrument.parse(value) }
+        case .href:
+            // An href read without libcurl is read exactly as libcurl reads it.
+            if let plain = Self.plainHrefs.read(text), plain != UpstreamURL(text) {
+                fatalError("\(text) read as \(plain); libcurl reads \(String(describing: UpstreamURL(text)))")
+            }
         case .path:
             if let parameters = Self.streamPattern.match(text) {
                 guard let id = parameters["id"], !id.isEmpty, !id.contains("/") else { fatalError("bad match for \(text)") }

@@ -22,6 +22,30 @@ struct UpstreamClientTests {
         #expect(UpstreamURL("not a url") == nil)
     }
 
+    @Test("an href on a known origin that libcurl reads as written is read the same without it; any other is left to libcurl")
+    func plainHrefs() {
+        let reader = PlainHrefReader(origins: ["https://api.example.com:443", "http://127.0.0.1:8080", "http://[::1]:9000"].compactMap { UpstreamURL($0) })
+        let plain = [
+            "https://api.example.com/psp/paymentorders/09ccd29a-7c4f-4752-9396-12100cbfecce",
+            "https://api.example.com:443/psp/paymentsessions/abc/methods/CreditCard/attempts",
+            "https://api.example.com/", "https://api.example.com/a/b/", "https://api.example.com/a.b/c~d_e-f.?x=1&y=2",
+            "https://api.example.com/a?x=/y", "https://api.example.com/a/?", "http://127.0.0.1:8080/psp/x?_tc_tid=30f2168171e142d38bcd4af2c3721959",
+        ]
+        for href in plain {
+            #expect(reader.read(href) != nil, "\(href)")
+            #expect(reader.read(href) == UpstreamURL(href), "\(href): as libcurl reads it")
+        }
+        let leftToLibcurl = [
+            "https://API.example.com/a", "https://api.example.com/a/../b", "https://api.example.com/./a", "https://api.example.com/a/..",
+            "https://api.example.com//evil.example/a", "https://api.example.com/a//b", "https://api.example.com/a%2Fb", "https://api.example.com/a#f",
+            "https://api.example.com/a b", "https://api.example.com@evil.example/a", "https://api.example.com.evil.example/a",
+            "https://api.example.com:8443/a", "http://api.example.com/a", "https://api.example.com/a?b?c", "https://api.example.com/a\\b",
+            "http://127.0.0.1/a", "http://[::1]:9000/a", "https://api.example.com", "https://api.example.com/a/.well-known",
+            "https://api.example.com/a?x=%41", "https://api.example.com/\u{e9}", "https://api.example.com/a?x=1#", " https://api.example.com/a",
+        ]
+        for href in leftToLibcurl { #expect(reader.read(href) == nil, "\(href)") }
+    }
+
     @Test("100 concurrent requests to a local server all complete")
     func concurrent() async throws {
         let (server, _) = try startTestEdge()

@@ -54,6 +54,8 @@ final class SwedbankPayClient: Sendable {
     /// and each allowed host's, all with the upstream URL's scheme and port; an allowed entry
     /// written as a URL is taken as its own origin. Another port on an allowed host is refused.
     let allowedOrigins: Set<String>
+    /// The same origins' plain hrefs, read without libcurl (`PlainHrefReader`).
+    private let plainHrefs: PlainHrefReader
     /// Circuit breakers by upstream origin.
     private let breakers = Mutex<[String: CircuitBreaker]>([:])
     private let readiness = Mutex<(checkedAt: ContinuousClock.Instant?, reachable: Bool)>((nil, false))
@@ -70,6 +72,7 @@ final class SwedbankPayClient: Sendable {
         let upstream = UpstreamURL(configuration.upstreamURL)
         upstreamOrigin = upstream?.origin ?? ""
         allowedOrigins = Self.origins(upstream: upstream, allowed: configuration.allowedUpstreamHosts)
+        plainHrefs = PlainHrefReader(origins: allowedOrigins.compactMap { UpstreamURL($0) }.filter { $0.scheme == "https" || $0.scheme == "http" })
     }
 
     static func origins(upstream: UpstreamURL?, allowed: [String]) -> Set<String> {
@@ -104,6 +107,7 @@ final class SwedbankPayClient: Sendable {
 
     /// `href` as libcurl reads it, when it is on an allowed upstream origin over http(s).
     func allowedURL(_ href: String) -> UpstreamURL? {
+        if let url = plainHrefs.read(href) { return url }
         guard let url = UpstreamURL(href), url.scheme == "https" || url.scheme == "http", allowedOrigins.contains(url.origin) else { return nil }
         return url
     }
