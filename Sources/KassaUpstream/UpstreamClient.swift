@@ -126,7 +126,7 @@ final class CurlEngine: @unchecked Sendable {
     /// freeing one per exchange cost more than the answer of a fast upstream) with the options
     /// every exchange shares, set once (`configure`); `start` sets all that a request decides.
     /// `curl_easy_reset` between exchanges set the shared ones again, with a copy of each string
-    /// (the protocols, four CA paths): a quarter of the curl thread's allocations.
+    /// (the protocols, four CA paths): a tenth of the curl thread's allocations.
     private var spareHandles: [(easy: UnsafeMutableRawPointer, caCertificatePath: String?)] = []
     private let maxConnections: Int
     /// Curl-thread confined: exchanges that came while `maxConnections` were in flight, oldest

@@ -51,11 +51,12 @@ public struct UpstreamURL: Sendable, Equatable {
 
 /// Reads the hrefs of known origins that libcurl would read exactly as written, without libcurl:
 /// `scheme://host/` or `scheme://host:port/` as the origin is written, then a path of letters,
-/// digits, `-_.~/` with no dot segment and no empty segment, then at most a query of the same and
-/// `=&`. Its authority ends at that first `/`, so the host libcurl would connect to is the origin's;
-/// and libcurl leaves such a path as it is. Any other href (case, userinfo, percent-escapes,
-/// a fragment, dot segments) is nil here, for libcurl to read. An href and its session are checked
-/// for every upstream call: libcurl's parse took ≈ 7 allocations a time.
+/// digits, `-_.~/` with no segment that is empty or starts with a dot, then at most a query of
+/// the same and `=&`. Its authority ends at that first `/`, so the host libcurl would connect to
+/// is the origin's; and libcurl leaves such a path as it is. Any other href (case, userinfo,
+/// percent-escapes, a fragment, dot segments) is nil here, for libcurl to read. Every upstream
+/// call and beacon has its href checked against the allowed origins: libcurl's parse took ≈ 7
+/// allocations each time.
 public struct PlainHrefReader: Sendable {
     private let prefixes: [(bytes: [UInt8], url: UpstreamURL)]
 
