@@ -295,14 +295,8 @@ struct JSONParser {
 
     /// The next member's name, and the offset of its value (where `index` is left).
     mutating func memberName() throws(JSONParseError) -> (name: String, at: Int) {
-        skipWhitespace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
-        let name = try parseString()
-        skipWhitespace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-        index += 1
-        skipWhitespace()
-        return (name, index)
+        let (name, at) = try memberNameInPlace()
+        return (name.string, at)
     }
 
     /// The next member's name as `memberName` reads it, but left in place when it is plain
