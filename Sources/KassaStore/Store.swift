@@ -63,10 +63,10 @@ public final class Store: Sendable {
         return kiB
     }
 
-    private init(path: String, pool: DatabasePool) {
+    private init(path: String, pool: DatabasePool, commitGather: Duration) {
         self.path = path
         self.database = pool
-        self.eventLog = EventLog(pool: pool)
+        self.eventLog = EventLog(pool: pool, commitGather: commitGather)
         let eventLog = self.eventLog
         self.checkpointer = Checkpointer(path: path, gate: eventLog.commitGate, written: { eventLog.writtenCount },
                                          heldCommits: { eventLog.walRestarted(holdingCommitsFor: $0) })
@@ -77,7 +77,9 @@ public final class Store: Sendable {
 
     /// Opens (creating if needed) and migrates the database, or fails with a
     /// message that names the path and the cause.
-    public static func open(path: String, durability: Durability = .normal, upTo lastMigration: String? = nil) throws(StoreError) -> Store {
+    /// `commitGather`: how long after a commit the next one asked for waits (`EventLog.defaultCommitGather`).
+    public static func open(path: String, durability: Durability = .normal, upTo lastMigration: String? = nil,
+                            commitGather: Duration = EventLog.defaultCommitGather) throws(StoreError) -> Store {
         // Before the first connection: each commit's WAL frames in one write (see GatheredWAL).
         _ = GatheredWAL.installed
         var configuration = Configuration()
@@ -136,7 +138,7 @@ public final class Store: Sendable {
         } catch {
             throw StoreError("cannot prepare database \(path): \(Self.reason(error))")
         }
-        return Store(path: path, pool: pool)
+        return Store(path: path, pool: pool, commitGather: commitGather)
     }
 
     /// The migrations applied to this database, oldest first.

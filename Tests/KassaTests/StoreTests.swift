@@ -226,6 +226,39 @@ struct StoreTests {
         #expect(late.withLock { $0 } == [true, false])
     }
 
+    @Test("a small commit asked for within the gathering pause of the last waits that pause, and what is asked for meanwhile goes with it; a quiet log or a larger commit goes at once")
+    func commitsGathered() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        // A pause far longer than the writer's 10 ms rounds and than any scheduling delay here.
+        let gather = Duration.milliseconds(300)
+        let store = try Store.open(path: dir.file("k.sqlite"), commitGather: gather)
+        let log = store.eventLog
+        let began = ContinuousClock.now
+        log.append(LogEvent(atMs: 1, sessionID: "s", kind: "test", summary: "first"))
+        #expect(await log.flush())
+        let committed = ContinuousClock.now
+        #expect(began.duration(to: committed) < .milliseconds(150), "nothing committed before: no pause")
+        let batches = log.batchCount
+        let ranAt = Mutex<[Duration]>([])
+        log.append(LogEvent(atMs: 2, sessionID: "s", kind: "push", summary: "second"))
+        log.afterCommit { _ in ranAt.withLock { $0.append(committed.duration(to: .now)) } }
+        try await Task.sleep(for: .milliseconds(50))
+        log.append(LogEvent(atMs: 3, sessionID: "s", kind: "push", summary: "third"))
+        log.afterCommit { _ in ranAt.withLock { $0.append(committed.duration(to: .now)) } }
+        #expect(await log.flush())
+        #expect(log.batchCount - batches == 1, "both pushes in one commit")
+        let times = ranAt.withLock { $0 }
+        #expect(times.count == 2 && times.allSatisfy { $0 >= .milliseconds(200) },
+                "the pushes waited out the pause, the second's call did not end it: \(times)")
+        // Right after that commit again, but with enough queued to gain little by waiting: at once.
+        let before = ContinuousClock.now
+        for i in 0..<EventLog.gatherBelow { log.append(LogEvent(atMs: 4, sessionID: "s", kind: "test", summary: "bulk \(i)")) }
+        #expect(await log.flush())
+        #expect(before.duration(to: .now) < .milliseconds(150), "a commit of \(EventLog.gatherBelow) events did not pause")
+        await store.close()
+    }
+
     /// The writer runs the actions a commit made due outside its lock. An action given in that
     /// moment, with nothing left to commit, used to run at once on its caller's thread, before the
     /// earlier one had run: a session's next push could reach a connection before the push before it.
