@@ -21,10 +21,16 @@ public final class EventLog: Sendable {
     /// of capacity; 2 ms saved more and passed 5 ms there.
     public static let defaultCommitGather: Duration = .milliseconds(1)
     let commitGather: Duration
-    /// …unless this many events are queued already: a commit carrying that many gains little by
-    /// waiting. At saturation each commit finds ≈ 80 queued, and pausing it anyway cost card
-    /// flows ≈ 5 % more CPU (four pairs); with this bound they are within the spread.
+    /// …unless this many events and rows are queued already: a commit carrying that many gains
+    /// little by waiting. At saturation each commit finds ≈ 80 queued, and pausing it anyway cost
+    /// card flows ≈ 5 % more CPU (four pairs); with this bound they are within the spread.
     static let gatherBelow = 32
+
+    /// Whether the writer waits `pause` before it takes the queue: something is queued, not much,
+    /// and the last commit ended less than `pause` ago (commits are following one another).
+    static func gathers(queued: Int, sinceLastCommit: Duration, pause: Duration) -> Bool {
+        queued > 0 && queued < gatherBelow && sinceLastCommit < pause
+    }
     /// The queue's buffers are reused up to this many entries (a busy second's batches).
     static let keptQueueCapacity = 4_096
 
@@ -424,10 +430,13 @@ public final class EventLog: Sendable {
         var lastCommit = ContinuousClock.now - commitGather
         while true {
             _ = wake.wait(timeout: .now() + Self.maxDelay)
-            // While commits follow one another (the last ended within `commitGather`), a small next
-            // one waits `commitGather` more: what is asked for meanwhile joins it. Waiters find
-            // `wakeRequested` set and leave the semaphore alone; a full queue ends the pause.
-            if lastCommit.duration(to: .now) < commitGather && queue.withLock({ $0.events.count }) < Self.gatherBelow { _ = wake.wait(timeout: .now() + commitGather.inSeconds) }
+            let queued = queue.withLock { $0.events.count + $0.rows.count }
+            if Self.gathers(queued: queued, sinceLastCommit: lastCommit.duration(to: .now), pause: commitGather) {
+                // Waiters meanwhile find `wakeRequested` set and leave the semaphore alone; a full
+                // queue ends the pause.
+                wakeRequested.store(true, ordering: .releasing)
+                _ = wake.wait(timeout: .now() + commitGather.inSeconds)
+            }
             wakeRequested.store(false, ordering: .releasing)
             // Take everything queued at once (no shifting of a long queue), then commit it
             // in transactions of at most `maxBatch` events.
