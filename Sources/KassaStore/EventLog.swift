@@ -15,10 +15,10 @@ public final class EventLog: Sendable {
     /// A commit asked for (by a push, a new session's row) within this long of the last one's end
     /// waits this long, and what is asked for meanwhile goes in the same commit. Below saturation
     /// every push and new session otherwise took a commit of its own and woke each thread on its
-    /// own: at 500 card payments a second, 2.9 commits and 36 context switches a payment, 1.68 ms
-    /// of CPU; with the pause, 1.1 commits, 23 switches, 1.3 ms (bench/RESULTS.md). A quiet
-    /// gateway does not wait (its last commit is long past), and push p99 stays within 3 ms at 75 %
-    /// of capacity; 2 ms saved more and passed 5 ms there.
+    /// own: at 500 card payments a second, 2.9 commits and 36 context switches a payment, 1.66 ms
+    /// of CPU; with the pause, 1.1 commits, 23 switches, 1.35 ms (bench/RESULTS.md). A quiet
+    /// gateway does not wait (its last commit is long past); the gateway's push p99 was 3.2 ms at
+    /// 75 % of capacity. A 2 ms pause saved more and passed 5 ms there.
     public static let defaultCommitGather: Duration = .milliseconds(1)
     let commitGather: Duration
     /// …unless this many events and rows are queued already: a commit carrying that many gains
@@ -208,8 +208,9 @@ public final class EventLog: Sendable {
     private let writeObservers = Mutex<[@Sendable (_ events: Int, _ seconds: Double, _ succeeded: Bool) -> Void]>([])
     private let restartObservers = Mutex<[@Sendable (_ seconds: Double) -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
-    /// Set by the first waiter since the writer last took the queue: later ones see it and leave
-    /// the semaphore alone, so a pass is not followed by one empty pass per waiter it served.
+    /// Set by the first waiter since the writer last took the queue, and by the writer for a
+    /// gathering pause: waiters that find it set leave the semaphore alone, so a pass is not
+    /// followed by one empty pass per waiter it served, and no waiter ends a pause.
     private let wakeRequested = Atomic<Bool>(false)
     private let stopped = DispatchSemaphore(value: 0)
 
