@@ -62,7 +62,7 @@ public enum PaymentURLHelper {
     }
 
     public static func percentEncode(_ s: String) -> String {
-        percentEncode(s) { !(isAlnum($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "~")) }
+        percentEncode(s) { !isUnreserved($0) }
     }
 
     /// `s` with every byte `encodes` picks written `%XX` (upper-case hex).
@@ -163,6 +163,17 @@ public enum PaymentURLHelper {
     /// An id Kassa made: hex digits only, so it is safe in paths and queries.
     public static func isSafeID(_ id: String) -> Bool {
         !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// RFC 3986's unreserved bytes (letters, digits, `-._~`): what a URL carries as written.
+    /// Inlinable: the upstream allow-list check runs it on every byte of every href.
+    @inlinable
+    public static func isUnreserved(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): return true
+        default: return false
+        }
     }
 
     static func isAlpha(_ b: UInt8) -> Bool { (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) }

@@ -86,13 +86,7 @@ public struct PlainHrefReader: Sendable {
 
     /// Where the path starting at `start` (its `/`) ends, when it and the query after it are plain.
     static func plainPathEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
-        func isPlain(_ c: UInt8) -> Bool {
-            switch c {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"): return true
-            default: return false
-            }
-        }
+        let isPlain = PaymentURLHelper.isUnreserved
         var i = start
         while i < bytes.count, bytes[i] != UInt8(ascii: "?") {
             let c = bytes[i]
