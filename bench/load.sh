@@ -20,6 +20,9 @@
 #     the machine is small. Card flows only (flows.json, push.json).
 #   KASSA_BENCH_SIM_ARGS="…" passes more options to the simulator, e.g. `--fault *:latency=50` for
 #     an upstream that answers in 50 ms (many calls in flight, as against Swedbank Pay).
+#   KASSA_BENCH_SERVE_ARGS="…" passes more options to `kassa serve`; KASSA_BENCH_SERVE_ENV="NAME=value …"
+#     sets variables in the gateway's environment alone, not the simulator's or the client's (e.g.
+#     `GLIBC_TUNABLES=…` or `LD_PRELOAD=…`), to measure one binary under two settings.
 # Beside CPU per flow, the JSON line gives host-independent counts per flow for the gateway: bytes
 # written to files and write syscalls (/proc/<pid>/io), context switches (every thread), event-log
 # commits; and each gateway thread's CPU per flow by its kernel name.
@@ -46,7 +49,8 @@ read -ra sim_args <<< "${KASSA_BENCH_SIM_ARGS:-}"   # split on spaces, no globbi
 upstream+=("${sim_args[@]}")
 "${harness_pin[@]}" "${upstream[@]}" --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 &
 sim=$!
-"${gw_pin[@]}" $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
+read -ra serve_env <<< "${KASSA_BENCH_SERVE_ENV:-}"
+"${gw_pin[@]}" env "${serve_env[@]}" $kassa serve --listen "127.0.0.1:$gw_port" --db "$out/kassa.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
   --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin \
   "${caps[@]}" ${KASSA_BENCH_SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
 gw=$!
