@@ -24,7 +24,7 @@ side() {   # side NAME BIN ENV [load options…]: one load.sh run, its JSON line
   KASSA_BENCH_BIN=$bin KASSA_BENCH_SERVE_ENV=$env bench/load.sh "$scenario" --duration 15 --clients 200 "$@" \
     2>/dev/null | tail -1 >"$work/$name"
 }
-printf '%-5s %5s %8s %7s %9s %8s %8s %8s %8s\n' round side flows/s failed "gw ms" "pool µs" "curl µs" "edge µs" "log µs"
+printf '%-5s %5s %8s %7s %9s %8s %8s %8s %10s\n' round side flows/s failed "gw ms" "pool µs" "curl µs" "edge µs" "writer µs"
 for i in $(seq "$rounds"); do
   side A "$a" "${KASSA_TOGETHER_ENV_A:-}" "$@" &
   side B "$b" "${KASSA_TOGETHER_ENV_B:-}" "$@" &
@@ -36,7 +36,7 @@ for name, path in zip("AB", sys.argv[2:]):
     r = runs[name] = json.load(open(path))
     t = r.get("threadCpuUsPerFlow") or {}
     print(f'{rnd:<5} {name:>5} {r["flowsPerSecond"]:8.1f} {r["failedTotal"]:7d} {r["cpuMsPerFlow"]["gateway"]:9.3f}'
-          f' {t.get("oot.default-qos", 0):8.0f} {t.get("kassa-curl", 0):8.0f} {t.get("kassa-edge", 0):8.0f} {t.get("kassa-eventlog", 0):8.0f}')
+          f' {t.get("oot.default-qos", 0):8.0f} {t.get("kassa-curl", 0):8.0f} {t.get("kassa-edge", 0):8.0f} {t.get("kassa-eventlog", 0):10.0f}')
 a, b = (runs[s]["cpuMsPerFlow"]["gateway"] for s in "AB")
 print(f'{rnd:<5} B/A {b / a:.3f} ({(b / a - 1) * 100:+.1f} %)')
 PY
