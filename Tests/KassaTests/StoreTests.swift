@@ -140,9 +140,11 @@ struct StoreTests {
         store.eventLog.update(.init(id: "s2", phase: "attempting", atMs: 3))
         store.eventLog.update(.init(id: "s2", phase: "completed", atMs: 4))
         // A flush waits for the held changes' pass, not for the hold: pushes wait on the same accounting.
+        // Bounded by the hold itself (a flush that waited for it would take at least that long), not
+        // half of it: with eight tests at once on two cores a flush once took 0.67 s.
         let flushed = ContinuousClock.now
         #expect(await store.eventLog.flush())
-        #expect(flushed.duration(to: .now) < EventLog.phaseHold / 2)
+        #expect(flushed.duration(to: .now) < EventLog.phaseHold)
         #expect(try store.session(id: "s1")?.phase == "starting", "held")
         #expect(try store.session(id: "s2")?.phase == "completed" && store.session(id: "s2")?.updatedAtMs == 4, "the end is written at once")
 
