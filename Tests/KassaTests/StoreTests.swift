@@ -135,14 +135,16 @@ struct StoreTests {
             try await store.insertSession(Store.SessionRecord(id: id, clientTokenSHA256: "d", viewHref: "h", payeeReference: nil, paymentOrderID: nil,
                                                               phase: "starting", createdAtMs: 1, updatedAtMs: 1))
         }
+        // Timed from before the changes: a hold begins when the writer takes its change, so a flush
+        // that waited for the hold would end at least `phaseHold` after this.
+        let flushed = ContinuousClock.now
         store.eventLog.update(.init(id: "s1", phase: "awaitingInstrument", atMs: 2))
         store.eventLog.update(.init(id: "s2", phase: "awaitingInstrument", atMs: 2))
         store.eventLog.update(.init(id: "s2", phase: "attempting", atMs: 3))
         store.eventLog.update(.init(id: "s2", phase: "completed", atMs: 4))
         // A flush waits for the held changes' pass, not for the hold: pushes wait on the same accounting.
-        // Bounded by the hold itself (a flush that waited for it would take at least that long), not
-        // half of it: with eight tests at once on two cores a flush once took 0.67 s.
-        let flushed = ContinuousClock.now
+        // Bounded by the hold itself, not half of it: with eight tests at once on two cores a flush
+        // once took 0.67 s.
         #expect(await store.eventLog.flush())
         #expect(flushed.duration(to: .now) < EventLog.phaseHold)
         #expect(try store.session(id: "s1")?.phase == "starting", "held")
