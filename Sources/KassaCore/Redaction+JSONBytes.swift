@@ -18,13 +18,17 @@ extension Redaction {
     /// them for any byte past ASCII, so that such a string is decoded (and its UTF-8 checked).
     static func textHints(rawString b: UnsafeBufferPointer<UInt8>) -> TextHints {
         var stretch = DigitStretch(), hexRun = 0, hints: TextHints = []
-        for k in b.indices {
+        var k = 0
+        while k < b.count {
             let c = b[k]
+            k += 1
             // A lower-case letter past `f` (most of an id's or a URL's bytes) is no hex digit and
-            // none of the bytes below: only the digit stretch has to see it.
+            // none of the bytes below: only the digit stretch has to see it, and the letters after
+            // it leave the stretch as it left it, so a run of them is taken as one.
             if c &- 0x67 < 20 {
                 hexRun = 0
                 _ = stretch.take(c)
+                while k < b.count, b[k] &- 0x67 < 20 { k += 1 }
                 continue
             }
             if isHex(c) {
@@ -35,7 +39,7 @@ extension Redaction {
                 switch c {
                 case 0x3F, 0x26: hints.insert(.query)   // ? &
                 case 0x40, 0x25: hints.insert(.values)   // @ %
-                case 0x2F where Redaction.followsSessionPath(b, k + 1): hints.insert(.tokens)
+                case 0x2F where Redaction.followsSessionPath(b, k): hints.insert(.tokens)
                 case 0x80...: return .all
                 default: break
                 }
@@ -121,12 +125,11 @@ private struct RedactingCopy {
     private mutating func member() -> Bool {
         guard i < input.count, input[i] == UInt8(ascii: "\""), let name = scanString() else { return false }
         let rule: Redaction.KeyRule?
-        let rawName = contents(of: name)
-        if name.escaped || rawName.contains(where: { $0 >= 0x80 }) {
+        if name.escaped || !name.ascii {
             guard let key = decode(name) else { return false }
             rule = Redaction.rule(forKey: key)
         } else {
-            rule = Redaction.rule(forName: rawName)
+            rule = Redaction.rule(forASCIIName: contents(of: name))
         }
         copy(name.range)
         skipSpace()
@@ -169,14 +172,14 @@ private struct RedactingCopy {
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
         let text = contents(of: raw)
-        let hints = raw.escaped ? .all : Redaction.textHints(rawString: text)
+        let hints = raw.escaped || !raw.ascii ? .all : Redaction.textHints(rawString: text)
         if hints.isEmpty {
             copy(raw.range)
             return true
         }
         // ASCII without escapes (hrefs with a token): redacted where it lies, and written back as
         // it comes out, since neither it nor what redaction puts in holds anything JSON escapes.
-        if !raw.escaped, hints != .all || !text.contains(where: { $0 >= 0x80 }) {
+        if !raw.escaped, raw.ascii {
             guard let redacted = Redaction.redactedText(text, hints: hints) else {
                 copy(raw.range)
                 return true
@@ -226,24 +229,29 @@ private struct RedactingCopy {
         return true
     }
 
-    /// The string at `i` (its quotes included) and whether it holds escapes; checked for
-    /// termination and control characters, its escapes later by `decode` when they matter.
-    private mutating func scanString() -> (range: Range<Int>, escaped: Bool)? {
+    /// The string at `i` (its quotes included), whether it holds escapes and whether its other
+    /// bytes are all ASCII (so its name rule and text hints need no second look for them);
+    /// checked for termination and control characters, its escapes later by `decode` when they
+    /// matter.
+    private mutating func scanString() -> ScannedString? {
         let start = i
         i += 1
-        var escaped = false
+        var escaped = false, bits: UInt8 = 0
         while i < input.count {
             let c = input[i]
             if c == UInt8(ascii: "\"") {
                 i += 1
-                return (start..<i, escaped)
+                return ScannedString(range: start..<i, escaped: escaped, ascii: bits < 0x80)
             }
             if c < 0x20 { return nil }
             if c == UInt8(ascii: "\\") { escaped = true; i += 2; continue }
+            bits |= c
             i += 1
         }
         return nil
     }
+
+    struct ScannedString { var range: Range<Int>; var escaped: Bool; var ascii: Bool }
 
     /// Copies input bytes as they are (one memcpy, not a generic slice append).
     private mutating func copy(_ range: Range<Int>) {
@@ -251,12 +259,12 @@ private struct RedactingCopy {
     }
 
     /// A scanned string's bytes between its quotes, as written (escapes not undone).
-    private func contents(of raw: (range: Range<Int>, escaped: Bool)) -> UnsafeBufferPointer<UInt8> {
+    private func contents(of raw: ScannedString) -> UnsafeBufferPointer<UInt8> {
         UnsafeBufferPointer(rebasing: input[(raw.range.lowerBound + 1)..<(raw.range.upperBound - 1)])
     }
 
     /// A scanned string's value (escapes undone, UTF-8 checked), by the parser for escaped ones.
-    private func decode(_ raw: (range: Range<Int>, escaped: Bool)) -> String? {
+    private func decode(_ raw: ScannedString) -> String? {
         guard raw.escaped else { return String(validating: contents(of: raw), as: UTF8.self) }
         return (try? JSONValue.parse(UnsafeBufferPointer(rebasing: input[raw.range])))?.stringValue
     }

@@ -90,6 +90,12 @@ public enum Redaction {
             if secretKeys.contains(lower) || secretNameParts.contains(where: { lower.utf8.contains($0) }) { return .secret }
             return suffixKeys.contains(lower) ? .suffix : nil
         }
+        return rule(forASCIIName: b)
+    }
+
+    /// `rule(forName:)` for a name whose bytes are known to be ASCII (a body's copy learns that
+    /// while it scans the name).
+    static func rule(forASCIIName b: UnsafeBufferPointer<UInt8>) -> KeyRule? {
         let table = nameTable
         func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
         func matches(_ entry: NameTable.Entry, at offset: Int) -> Bool {
