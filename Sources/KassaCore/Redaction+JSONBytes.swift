@@ -18,6 +18,7 @@ extension Redaction {
     /// them for any byte past ASCII, so that such a string is decoded (and its UTF-8 checked).
     static func textHints(rawString b: UnsafeBufferPointer<UInt8>) -> TextHints {
         var stretch = DigitStretch(), hexRun = 0, hints: TextHints = []
+        func isLetterPastF(_ c: UInt8) -> Bool { c &- 0x67 < 20 }   // g…z
         var k = 0
         while k < b.count {
             let c = b[k]
@@ -25,10 +26,10 @@ extension Redaction {
             // A lower-case letter past `f` (most of an id's or a URL's bytes) is no hex digit and
             // none of the bytes below: only the digit stretch has to see it, and the letters after
             // it leave the stretch as it left it, so a run of them is taken as one.
-            if c &- 0x67 < 20 {
+            if isLetterPastF(c) {
                 hexRun = 0
                 _ = stretch.take(c)
-                while k < b.count, b[k] &- 0x67 < 20 { k += 1 }
+                while k < b.count, isLetterPastF(b[k]) { k += 1 }
                 continue
             }
             if isHex(c) {
@@ -229,10 +230,10 @@ private struct RedactingCopy {
         return true
     }
 
-    /// The string at `i` (its quotes included), whether it holds escapes and whether its other
-    /// bytes are all ASCII (so its name rule and text hints need no second look for them);
-    /// checked for termination and control characters, its escapes later by `decode` when they
-    /// matter.
+    /// The string at `i` (its quotes included), whether it holds escapes and whether its bytes
+    /// outside them are all ASCII (so its name rule and text hints need no second look for
+    /// them); checked for termination and control characters, its escapes later by `decode` when
+    /// they matter.
     private mutating func scanString() -> ScannedString? {
         let start = i
         i += 1
