@@ -51,12 +51,18 @@ extension Redaction {
     }
 }
 
-/// One pass over a document, writing its redacted copy.
+/// One pass over a document, writing its redacted copy. What stays as it was is not copied piece
+/// by piece: `copiedTo` marks how far the input is accounted for, and a run of unchanged bytes
+/// reaches `out` in one copy when something changes (a redacted value, a space dropped) or at the
+/// end. A compact answer with a few tokens in it is a handful of copies, not one for each string,
+/// bracket and comma.
 private struct RedactingCopy {
     let input: UnsafeBufferPointer<UInt8>
     var i = 0
     var depth = 0
     var out: [UInt8] = []
+    /// The input before this index is in `out`, or was left out on purpose.
+    var copiedTo = 0
     /// As deep as `JSONValue.parse` reads by default.
     static let maxDepth = 64
 
@@ -69,11 +75,33 @@ private struct RedactingCopy {
         skipSpace()
         guard value() else { return nil }
         skipSpace()
-        return i == input.count ? out : nil
+        guard i == input.count else { return nil }
+        flush(to: i)
+        return out
     }
 
+    /// Copies the input from `copiedTo` up to `end` into `out`.
+    private mutating func flush(to end: Int) {
+        guard end > copiedTo else { return }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: input[copiedTo..<end]))
+        copiedTo = end
+    }
+
+    /// Writes what `write` writes in place of the input's `range`.
+    private mutating func replace(_ range: Range<Int>, _ write: (inout [UInt8]) -> Void) {
+        flush(to: range.lowerBound)
+        write(&out)
+        copiedTo = range.upperBound
+    }
+
+    private static func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
+
+    /// Steps over white space, which the copy leaves out (it is written compactly).
     private mutating func skipSpace() {
-        while i < input.count, input[i] == 0x20 || input[i] == 0x0A || input[i] == 0x0D || input[i] == 0x09 { i += 1 }
+        guard i < input.count, Self.isSpace(input[i]) else { return }
+        flush(to: i)
+        while i < input.count, Self.isSpace(input[i]) { i += 1 }
+        copiedTo = i
     }
 
     private mutating func value() -> Bool {
@@ -94,30 +122,26 @@ private struct RedactingCopy {
         let n = word.utf8CodeUnitCount
         guard input.count - i >= n else { return false }
         for k in 0..<n where input[i + k] != word.utf8Start[k] { return false }
-        copy(i..<(i + n))
         i += n
         return true
     }
 
-    /// An object or an array: `item` reads one member or element; the separators and the closing
-    /// bracket are copied here, and nesting is bounded.
+    /// An object or an array: `item` reads one member or element; nesting is bounded.
     private mutating func container(closing close: UInt8, _ item: (inout RedactingCopy) -> Bool) -> Bool {
         depth += 1
         guard depth <= Self.maxDepth else { return false }
         defer { depth -= 1 }
-        out.append(input[i])
         i += 1
         skipSpace()
-        if i < input.count, input[i] == close { i += 1; out.append(close); return true }
+        if i < input.count, input[i] == close { i += 1; return true }
         while true {
             skipSpace()
             guard item(&self) else { return false }
             skipSpace()
             guard i < input.count else { return false }
-            if input[i] == UInt8(ascii: ",") { i += 1; out.append(UInt8(ascii: ",")); continue }
+            if input[i] == UInt8(ascii: ",") { i += 1; continue }
             guard input[i] == close else { return false }
             i += 1
-            out.append(close)
             return true
         }
     }
@@ -132,10 +156,8 @@ private struct RedactingCopy {
         } else {
             rule = Redaction.rule(forASCIIName: contents(of: name))
         }
-        copy(name.range)
         skipSpace()
         guard i < input.count, input[i] == UInt8(ascii: ":") else { return false }
-        out.append(UInt8(ascii: ":"))
         i += 1
         skipSpace()
         guard i < input.count else { return false }
@@ -144,7 +166,7 @@ private struct RedactingCopy {
             return secret()
         case .suffix? where input[i] == UInt8(ascii: "\""):
             guard let raw = scanString(), let text = decode(raw) else { return false }
-            JSONValue.writeString(Redaction.suffix(text), into: &out)
+            replace(raw.range) { JSONValue.writeString(Redaction.suffix(text), into: &$0) }
             return true
         default:
             return value()
@@ -153,46 +175,44 @@ private struct RedactingCopy {
 
     /// A secret's value: a boolean, null or the placeholder stays; anything else becomes the placeholder.
     private mutating func secret() -> Bool {
-        let mark = out.count
+        let start = i
         switch input[i] {
         case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
             return value()
         case UInt8(ascii: "\""):
             guard let raw = scanString(), let text = decode(raw) else { return false }
-            if text == Redaction.placeholder { copy(raw.range); return true }
+            if text == Redaction.placeholder { return true }
         default:
-            // Read through (it must be well formed), then dropped.
+            // Read through (it must be well formed), then dropped with whatever of it was written.
+            flush(to: start)
+            let mark = out.count
             guard value() else { return false }
             out.removeSubrange(mark...)
         }
-        JSONValue.writeString(Redaction.placeholder, into: &out)
+        replace(start..<i) { JSONValue.writeString(Redaction.placeholder, into: &$0) }
         return true
     }
 
-    /// A string value: copied as it is unless `redactText` changes it.
+    /// A string value: kept as it is unless `redactText` changes it.
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
         let text = contents(of: raw)
         let hints = raw.escaped || !raw.ascii ? .all : Redaction.textHints(rawString: text)
-        if hints.isEmpty {
-            copy(raw.range)
-            return true
-        }
+        if hints.isEmpty { return true }
         // ASCII without escapes (hrefs with a token): redacted where it lies, and written back as
         // it comes out, since neither it nor what redaction puts in holds anything JSON escapes.
         if !raw.escaped, raw.ascii {
-            guard let redacted = Redaction.redactedText(text, hints: hints) else {
-                copy(raw.range)
-                return true
+            guard let redacted = Redaction.redactedText(text, hints: hints) else { return true }
+            replace(raw.range) { out in
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: redacted)
+                out.append(UInt8(ascii: "\""))
             }
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: redacted)
-            out.append(UInt8(ascii: "\""))
             return true
         }
         guard let decoded = decode(raw) else { return false }
         let redacted = Redaction.redactText(decoded)
-        if redacted == decoded { copy(raw.range) } else { JSONValue.writeString(redacted, into: &out) }
+        if redacted != decoded { replace(raw.range) { JSONValue.writeString(redacted, into: &$0) } }
         return true
     }
 
@@ -219,45 +239,54 @@ private struct RedactingCopy {
             if i < input.count, input[i] == UInt8(ascii: "+") || input[i] == UInt8(ascii: "-") { i += 1 }
             guard digits(&self) > 0 else { return false }
         }
-        let text = input[start..<i]
         // Read as the parser reads it (a finite double) unless it is a short whole number.
-        guard !plain || whole >= 10 else {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: text))
-            return true
-        }
-        guard let n = Double(String(decoding: UnsafeBufferPointer(rebasing: text), as: UTF8.self)), n.isFinite else { return false }
-        if let replaced = Redaction.redactedNumber(n) { replaced.write(into: &out) } else { out.append(contentsOf: UnsafeBufferPointer(rebasing: text)) }
+        guard !plain || whole >= 10 else { return true }
+        let text = UnsafeBufferPointer(rebasing: input[start..<i])
+        guard let n = Double(String(decoding: text, as: UTF8.self)), n.isFinite else { return false }
+        if let replaced = Redaction.redactedNumber(n) { replace(start..<i) { replaced.write(into: &$0) } }
         return true
     }
 
     /// The string at `i` (its quotes included), whether it holds escapes and whether its bytes
     /// outside them are all ASCII (so its name rule and text hints need no second look for
     /// them); checked for termination and control characters, its escapes later by `decode` when
-    /// they matter.
+    /// they matter. Eight bytes are taken at a time while none of them is a quote, a backslash or
+    /// a control character (most of a string).
     private mutating func scanString() -> ScannedString? {
         let start = i
         i += 1
-        var escaped = false, bits: UInt8 = 0
-        while i < input.count {
+        var escaped = false, bits: UInt64 = 0
+        let base = UnsafeRawPointer(input.baseAddress!)   // not empty: a quote is at `start`
+        while true {
+            while i + 8 <= input.count {
+                let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                guard !Self.endsPlainRun(word) else { break }
+                bits |= word
+                i += 8
+            }
+            guard i < input.count else { return nil }
             let c = input[i]
             if c == UInt8(ascii: "\"") {
                 i += 1
-                return ScannedString(range: start..<i, escaped: escaped, ascii: bits < 0x80)
+                return ScannedString(range: start..<i, escaped: escaped, ascii: bits & 0x8080_8080_8080_8080 == 0)
             }
             if c < 0x20 { return nil }
             if c == UInt8(ascii: "\\") { escaped = true; i += 2; continue }
-            bits |= c
+            bits |= UInt64(c)
             i += 1
         }
-        return nil
+    }
+
+    /// Whether any of the eight bytes in `word` is a quote, a backslash or below 0x20. (A byte
+    /// that is zero after `x ^ c` is one equal to `c`; `(x - 0x01…) & ~x & 0x80…` is not zero
+    /// exactly when `x` has a zero byte, and `(x - 0x20…) & ~x & 0x80…` when it has one below 0x20.)
+    private static func endsPlainRun(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C)) || (word &- ones &* 0x20) & ~word & highs != 0
     }
 
     struct ScannedString { var range: Range<Int>; var escaped: Bool; var ascii: Bool }
-
-    /// Copies input bytes as they are (one memcpy, not a generic slice append).
-    private mutating func copy(_ range: Range<Int>) {
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: input[range]))
-    }
 
     /// A scanned string's bytes between its quotes, as written (escapes not undone).
     private func contents(of raw: ScannedString) -> UnsafeBufferPointer<UInt8> {
