@@ -98,7 +98,7 @@ let package = Package(
             .product(name: "OTel", package: "swift-otel"),
         ]),
         // The pure modules alone: no server, no socket, no database; fast.
-        .testTarget(name: "KassaUnitTests", dependencies: ["KassaCore", "KassaEdge"]),
+        .testTarget(name: "KassaUnitTests", dependencies: ["KassaCore", "KassaEdge", .product(name: "Crypto", package: "swift-crypto")]),
         // End to end: real servers on loopback, real curl, real SQLite files, Chromium. The helpers
         // (a scoped test node, raw sockets, child processes, the session client) are in Tests/Support.
         .testTarget(name: "KassaTests", dependencies: [

@@ -96,6 +96,15 @@ public struct TokenKeys: Sendable {
     public struct Key: Sendable {
         public let id: String
         let key: SymmetricKey
+        /// An HMAC already keyed with `key`: a tag copies it rather than keying one again (every
+        /// session's notification URL carries a tag).
+        let mac: HMAC<SHA256>
+
+        init(id: String, key: SymmetricKey) {
+            self.id = id
+            self.key = key
+            self.mac = HMAC(key: key)
+        }
     }
 
     static let keyIDLength = 8
@@ -140,18 +149,20 @@ public struct TokenKeys: Sendable {
 
     /// A MAC of `text` with the sealing key, as 32 hex digits: it makes a URL unguessable
     /// (a session's 3-D Secure notification URL) without storing anything.
-    public func tag(_ text: String) -> String { Self.tag(text, with: sealing.key) }
+    public func tag(_ text: String) -> String { Self.tag(text, with: sealing) }
 
     /// True when any key of ours made `tag` for `text` (rotation); compared in constant time.
     public func isValidTag(_ tag: String, for text: String) -> Bool {
         guard tag.utf8.count == 32 else { return false }
         var valid = false
-        for key in all { valid = Secrets.constantTimeEquals(Self.tag(text, with: key.key), tag) || valid }
+        for key in all { valid = Secrets.constantTimeEquals(Self.tag(text, with: key), tag) || valid }
         return valid
     }
 
-    static func tag(_ text: String, with key: SymmetricKey) -> String {
-        String(Hashing.hex(Array(HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: key))).prefix(32))
+    static func tag(_ text: String, with key: Key) -> String {
+        var mac = key.mac   // the keyed state is copied on write: `key.mac` stays as it was
+        mac.update(data: Array(text.utf8))
+        return String(Hashing.hex(Array(mac.finalize())).prefix(32))
     }
 
     /// `<key id>.<sealed>`: a value kept at rest that may describe a person (a client's

@@ -1,4 +1,5 @@
 @testable import KassaCore
+import Crypto
 import KassaEdge
 import Testing
 import Foundation
@@ -508,6 +509,19 @@ struct TokenTests {
     func vectors() {
         #expect(Hashing.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(Hashing.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    @Test("a tag is the first 32 hex digits of HMAC-SHA256 under the sealing key, the same each time; any of our keys validates it")
+    func tags() throws {
+        let keys = try TokenKeys(secrets: [Self.secret])
+        let rotated = try TokenKeys(secrets: ["fedcba9876543210fedcba9876543210-two", Self.secret])
+        for text in ["", "3-D Secure notification for session abc123", String(repeating: "long text ", count: 30)] {
+            let fresh = HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: keys.sealing.key)
+            #expect(keys.tag(text) == String(Hashing.hex(Array(fresh)).prefix(32)), "\(text)")
+            #expect(keys.tag(text) == keys.tag(text), "the keyed state is not changed by a tag")
+            #expect(rotated.isValidTag(keys.tag(text), for: text) && !rotated.isValidTag(keys.tag(text), for: text + "x"))
+        }
+        #expect(keys.tag("a") != keys.tag("b"))
     }
 
     @Test("a client token opens only with its secret, unaltered, and hides the href")
