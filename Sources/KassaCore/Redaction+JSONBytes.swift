@@ -15,7 +15,8 @@ extension Redaction {
     /// The stages of `redactText` that could change a string, from one pass over its bytes (the
     /// guards of `redactURLQuery`, `redactTokens` and `redactValues`): none for most strings of an
     /// answer (ids, URLs, dates and words), only `.tokens` for a payment session's href. All of
-    /// them for any byte past ASCII, so that such a string is decoded (and its UTF-8 checked).
+    /// them for any byte past ASCII, which this look does not judge (the body's copy decodes
+    /// such a string and redacts it in full).
     static func textHints(rawString b: UnsafeBufferPointer<UInt8>) -> TextHints {
         var stretch = DigitStretch(), hexRun = 0, hints: TextHints = []
         func isLetterPastF(_ c: UInt8) -> Bool { c &- 0x67 < 20 }   // g…z
@@ -196,13 +197,13 @@ private struct RedactingCopy {
     /// A string value: kept as it is unless `redactText` changes it.
     private mutating func string() -> Bool {
         guard let raw = scanString() else { return false }
-        let text = contents(of: raw)
-        let hints = raw.escaped || !raw.ascii ? .all : Redaction.textHints(rawString: text)
-        if hints.isEmpty { return true }
-        // ASCII without escapes (hrefs with a token): redacted where it lies, and written back as
-        // it comes out, since neither it nor what redaction puts in holds anything JSON escapes.
+        // ASCII without escapes (most strings; hrefs with a token): one look picks the stages that
+        // could change it, and it is redacted where it lies and written back as it comes out, since
+        // neither it nor what redaction puts in holds anything JSON escapes.
         if !raw.escaped, raw.ascii {
-            guard let redacted = Redaction.redactedText(text, hints: hints) else { return true }
+            let text = contents(of: raw)
+            let hints = Redaction.textHints(rawString: text)
+            guard !hints.isEmpty, let redacted = Redaction.redactedText(text, hints: hints) else { return true }
             replace(raw.range) { out in
                 out.append(UInt8(ascii: "\""))
                 out.append(contentsOf: redacted)
