@@ -397,9 +397,14 @@ extension EdgeServer {
     /// Writes the answer in one `lws_write`, so one `send` (HTTP/1.1 only: ALPN offers nothing
     /// else, and h1 writes raw). libwebsockets keeps what the socket does not take.
     private func writeHTTP(wsi: OpaquePointer, _ response: HTTPResponse, as kind: lws_write_protocol = LWS_WRITE_HTTP_FINAL) -> Bool {
-        var bytes = response.wireBytes(reserved: kassa_lws_pre)
-        let count = bytes.count - kassa_lws_pre
-        return bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + kassa_lws_pre, count, kind) } >= 0
+        let pre = kassa_lws_pre
+        if response.wireSize(reserved: pre) <= wireBuffer.count {
+            let count = response.writeWire(into: wireBuffer, reserved: pre) - pre
+            return lws_write(wsi, wireBuffer.baseAddress! + pre, count, kind) >= 0
+        }
+        var bytes = response.wireBytes(reserved: pre)
+        let count = bytes.count - pre
+        return bytes.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, count, kind) } >= 0
     }
 
     // MARK: WebSocket

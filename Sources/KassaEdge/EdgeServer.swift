@@ -59,6 +59,10 @@ public final class EdgeServer: @unchecked Sendable {
     private var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
     private var tlsPaths: (UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<CChar>?)?
     private var alpn: UnsafeMutablePointer<CChar>?
+    /// Where the edge thread writes each HTTP answer that fits before `lws_write` (which keeps a
+    /// copy of what the socket does not take): one buffer for all of them, not an array an answer.
+    /// Memory, not a property the callbacks could reach while it is written.
+    let wireBuffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 16 * 1024)
 
     public init(configuration: EdgeConfiguration, handler: EdgeHandler) {
         self.configuration = configuration
@@ -74,6 +78,7 @@ public final class EdgeServer: @unchecked Sendable {
         free(tlsPaths?.0)
         free(tlsPaths?.1)
         free(alpn)
+        wireBuffer.deallocate()
     }
 
     /// The libwebsockets release linked in ("4.1.6-…"): what it checks before Kassa sees a request

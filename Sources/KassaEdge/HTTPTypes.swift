@@ -26,12 +26,21 @@ public struct HTTPHeaders: Sendable, Sequence {
     }
 
     public subscript(name: String) -> String? {
-        // Callers mostly ask in lower case already: the name as given first, lower-cased (a copy)
-        // only when it has a capital.
-        if let field = fields.first(where: { $0.name == name }) { return field.value }
-        guard name.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return nil }
-        let lower = name.lowercased()
-        return fields.first(where: { $0.name == lower })?.value
+        // Every field's name is lower-case (`add`, `appendLowercased`). Only a name of the asked one's
+        // length is compared: as given first (callers mostly ask in lower case), then ignoring
+        // ASCII case. A miss, the usual answer, reads no name's bytes.
+        let length = name.utf8.count
+        for field in fields where field.name.utf8.count == length {
+            if field.name == name || Self.isLowercased(name, field.name) { return field.value }
+        }
+        return nil
+    }
+
+    /// Whether `lower` is `name` with its ASCII capitals made small (the two of one length).
+    private static func isLowercased(_ name: String, _ lower: String) -> Bool {
+        zip(name.utf8, lower.utf8).allSatisfy { a, b in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(a) ? a | 0x20 == b : a == b
+        }
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
@@ -193,27 +202,71 @@ extension HTTPResponse {
     /// or 204, RFC 9110 §8.6), the headers, `connection: close` when the answer closes, then the body.
     /// Written by hand rather than by libwebsockets' header calls, which format each line with `snprintf`.
     func wireBytes(reserved: Int) -> [UInt8] {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(reserved + 96 + contentType.utf8.count + headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 } + body.count)
-        bytes.append(contentsOf: repeatElement(0, count: reserved))
-        func field(_ name: String, _ value: String) {
-            bytes.append(contentsOf: name.utf8)
-            if name.utf8.last != UInt8(ascii: ":") { bytes.append(UInt8(ascii: ":")) }
-            bytes.append(UInt8(ascii: " "))
-            bytes.append(contentsOf: value.utf8)
-            bytes.append(contentsOf: [13, 10])
+        [UInt8](unsafeUninitializedCapacity: wireSize(reserved: reserved)) { buffer, initialized in
+            initialized = writeWire(into: buffer, reserved: reserved)
         }
-        bytes.append(contentsOf: "HTTP/1.1 ".utf8)
-        bytes.append(contentsOf: String(status).utf8)
-        bytes.append(UInt8(ascii: " "))
-        bytes.append(contentsOf: Self.reasonPhrase(status).utf8)
-        bytes.append(contentsOf: [13, 10])
-        field("content-type", contentType)
-        if status >= 200, status != 204 { field("content-length", String(body.count)) }
-        for (name, value) in headers { field(name, value) }
-        if closeConnection { field("connection", "close") }
-        bytes.append(contentsOf: [13, 10])
-        bytes.append(contentsOf: body)
-        return bytes
+    }
+
+    /// At least the bytes `writeWire` writes (a header's name may bring its own colon).
+    func wireSize(reserved: Int) -> Int {
+        var size = reserved + 9 + String(status).utf8.count + 1 + Self.reasonPhrase(status).utf8.count + 2 + Self.fieldSize("content-type", contentType) + 2 + body.count
+        if status >= 200, status != 204 { size += Self.fieldSize("content-length", "") + 20 }
+        for (name, value) in headers { size += Self.fieldSize(name, value) }
+        if closeConnection { size += Self.fieldSize("connection", "close") }
+        return size
+    }
+
+    /// `wireBytes` into the start of `buffer` (of at least `wireSize` bytes), one copy a piece;
+    /// how many bytes it wrote. The edge writes every answer that fits into one buffer it keeps:
+    /// appending the pieces to a new array grew and checked it piece by piece, and was ≈ 3.6 % of
+    /// the edge's time on a cached `GET`.
+    func writeWire(into buffer: UnsafeMutableBufferPointer<UInt8>, reserved: Int) -> Int {
+        var out = WireWriter(buffer)
+        out.zeros(reserved)
+        out.write("HTTP/1.1 "); out.write(String(status)); out.write(" "); out.write(Self.reasonPhrase(status)); out.write("\r\n")
+        out.field("content-type", contentType)
+        if status >= 200, status != 204 { out.field("content-length", String(body.count)) }
+        for (name, value) in headers { out.field(name, value) }
+        if closeConnection { out.field("connection", "close") }
+        out.write("\r\n")
+        body.withUnsafeBytes { out.write($0) }
+        return out.count
+    }
+
+    /// "name: value\r\n", the colon counted whether or not the name brings it.
+    private static func fieldSize(_ name: String, _ value: String) -> Int { name.utf8.count + 2 + value.utf8.count + 2 }
+}
+
+/// Bytes written one after another into a buffer sized for them beforehand; a write past its end
+/// stops the process rather than overwriting the memory after it.
+private struct WireWriter {
+    let buffer: UnsafeMutableBufferPointer<UInt8>
+    private(set) var count = 0
+
+    init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+
+    mutating func zeros(_ n: Int) {
+        precondition(n <= buffer.count - count)
+        (buffer.baseAddress! + count).initialize(repeating: 0, count: n)
+        count += n
+    }
+
+    mutating func write(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count <= buffer.count - count)
+        if let source = bytes.baseAddress { UnsafeMutableRawPointer(buffer.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count) }
+        count += bytes.count
+    }
+
+    mutating func write(_ text: String) {
+        if text.utf8.withContiguousStorageIfAvailable({ write(UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in text.utf8 { withUnsafeBytes(of: byte) { write($0) } }
+        }
+    }
+
+    mutating func field(_ name: String, _ value: String) {
+        write(name)
+        write(count > 0 && buffer[count - 1] == UInt8(ascii: ":") ? " " : ": ")
+        write(value)
+        write("\r\n")
     }
 }
