@@ -175,6 +175,32 @@ extension MerchantAPI {
     /// that commit carries the order's row too, so it is not waited for on its own.
     func createPaymentOrder(_ input: JSONInput, traceID: String, sessionID: String? = nil,
                             version: PaymentOrderVersion? = nil) async throws -> CreatedPaymentOrder {
+        let (body, payeeReference) = try orderToCreate(input)
+        let (result, problem, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
+                                                      url: swedbankPay.url("/psp/paymentorders"), body: body, traceID: traceID,
+                                                      sessionID: sessionID, version: version, parsesSuccessfulAnswer: false))
+        let (response, recorded) = try createdAnswer(result, problem)
+        // Named as the session's only when a session can be made from it (the caller refuses one
+        // otherwise): an order that names no session is deleted by its own age, one that names a
+        // session with it.
+        let session = recorded.viewPaymentSession.map(swedbankPay.isAllowed) == true ? sessionID : nil
+        do {
+            try await store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
+                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue,
+                                         sessionID: session, atMs: clock.nowMs(),
+                                         waiting: sessionID == nil)
+        } catch {
+            logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
+            throw Problem.internalError("the payment order was created upstream but could not be stored")
+        }
+        return created(response, recorded, payeeReference: payeeReference, sessionID: sessionID, traceID: traceID)
+    }
+
+    // The steps around the awaits are plain functions, as in `SwedbankPayClient.send`.
+
+    /// The order's document as it goes upstream, checked, with Kassa's payee reference in it.
+    @inline(never)
+    private func orderToCreate(_ input: JSONInput) throws -> (body: JSONValue, payeeReference: String) {
         var input = input
         guard var order = input.object("paymentorder") else {
             throw MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)
@@ -211,12 +237,15 @@ extension MerchantAPI {
         order["operation"] = order["operation"] ?? "Purchase"
         var body = input.document.objectValue ?? [:]
         body["paymentorder"] = .object(order)
+        return (.object(body), payeeReference)
+    }
 
-        let (result, problem, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
-                                                      url: swedbankPay.url("/psp/paymentorders"), body: .object(body), traceID: traceID,
-                                                      sessionID: sessionID, version: version, parsesSuccessfulAnswer: false))
+    /// Swedbank Pay's answer to the create, as forwarded, and the order read from it.
+    @inline(never)
+    private func createdAnswer(_ result: Result<UpstreamResponse, UpstreamError>, _ problem: JSONValue?) throws
+        -> (HTTPResponse, PaymentOrderAnswer) {
         var recorded: PaymentOrderAnswer?
-        var response = try forward(result, problem) { body in
+        let response = try forward(result, problem) { body in
             switch PaymentOrderAnswer.decode(body) {
             case nil: return .notJSON
             case .failure(let refusal)?: return .refused(refusal.reason)
@@ -224,19 +253,14 @@ extension MerchantAPI {
             }
         }
         guard let recorded else { throw MerchantProblem.badGateway("Swedbank Pay answered without a payment order") }
-        // Named as the session's only when a session can be made from it (the caller refuses one
-        // otherwise): an order that names no session is deleted by its own age, one that names a
-        // session with it.
-        let session = recorded.viewPaymentSession.map(swedbankPay.isAllowed) == true ? sessionID : nil
-        do {
-            try await store.recordPaymentOrder(payeeReference: payeeReference, paymentOrderID: recorded.id,
-                                         setInstrumentHref: recorded.setInstrumentHref, apiVersion: version?.rawValue,
-                                         sessionID: session, atMs: clock.nowMs(),
-                                         waiting: sessionID == nil)
-        } catch {
-            logger.error("cannot store payment order", metadata: ["payee_reference": "\(payeeReference)", "error": "\(error)"])
-            throw Problem.internalError("the payment order was created upstream but could not be stored")
-        }
+        return (response, recorded)
+    }
+
+    /// The stored order logged, and its answer with the SDK's additions.
+    @inline(never)
+    private func created(_ response: HTTPResponse, _ recorded: PaymentOrderAnswer, payeeReference: String, sessionID: String?,
+                         traceID: String) -> CreatedPaymentOrder {
+        var response = response
         store.eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "paymentorder.created", summary: "payment order \(recorded.id)",
                                        traceID: traceID,
                                        data: ["payeeReference": .string(payeeReference), "paymentOrder": .string(recorded.id)]))

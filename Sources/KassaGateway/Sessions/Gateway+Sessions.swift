@@ -36,6 +36,44 @@ extension Gateway {
     }
 
     private func createSessionNow(_ context: RequestContext) async throws -> HTTPResponse {
+        let (source, device) = try sessionRequest(context)
+        let id = sessions.newID()
+        let upstream: (href: String, payeeReference: String?, paymentOrderID: String?)
+        switch source {
+        case .href(let given):
+            upstream = (given, nil, nil)
+        case .order(let order, let version):
+            let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID,
+                                                                sessionID: id, version: version)
+            upstream = try sessionUpstream(created)
+        }
+        let actor: SessionActor, token: String
+        do {
+            (actor, token) = try await sessions.create(id: id, href: upstream.href, payeeReference: upstream.payeeReference,
+                                                       paymentOrderID: upstream.paymentOrderID, device: device,
+                                                       publicBase: merchant.publicBase(context.request), traceID: context.traceID,
+                                                       root: ServiceContext.current ?? .topLevel)
+        } catch {
+            throw Problem.serviceUnavailable("the session cannot be stored: \(Store.reason(error))")
+        }
+        Exchange.current?.sessionID = id
+        // The session starts on its first use (stream, command or read), on whichever node of a
+        // cluster its id routes to: that node picks it up with the token if it did not create it.
+        return .json(["id": .string(id), "clientToken": .string(token), "streamUrl": .string("/v1/sessions/\(id)/stream"),
+                      "state": .string(await actor.phase.rawValue)], status: 201)
+    }
+
+    // The steps around the awaits are plain functions, as in `SwedbankPayClient.send`.
+
+    /// Where a new session's PaymentSession comes from: an href the merchant has, or an order to create.
+    private enum SessionSource {
+        case href(String)
+        case order([String: JSONValue], version: PaymentOrderVersion?)
+    }
+
+    /// A create request read and checked: where its PaymentSession comes from, and the client's device.
+    @inline(never)
+    private func sessionRequest(_ context: RequestContext) throws -> (SessionSource, ClientDevice?) {
         if configuration.maxSessions > 0, sessions.count >= configuration.maxSessions {
             throw ProblemError(.kassa("capacity", "Service Unavailable", 503,
                                       detail: "this node holds its maximum of \(configuration.maxSessions) sessions; try again later or another node"),
@@ -55,60 +93,43 @@ extension Gateway {
         if let given = input.value("client"), given != .null {
             device = try ClientDevice.parse(given).get()
         }
-        let id = sessions.newID()
-        var href: String
-        var payeeReference: String?
-        var paymentOrderID: String?
         if let given = input.string("viewPaymentSession", required: false, maxLength: 2048) {
             guard swedbankPay.isAllowed(given) else {
                 throw Problem.badRequest("viewPaymentSession must be an http(s) URL on an allowed upstream host", parameter: "viewPaymentSession")
             }
-            href = given
-        } else if let order = input.object("paymentOrder", required: false) {
-            // A PaymentSession needs a v3 order: ask for 3.1 unless the order names Checkout3 itself
-            // (which makes it 3.0; 3.1 has no productName). See PaymentOrderVersion.
-            let version: PaymentOrderVersion? = PaymentOrderVersion.isCheckout3(order["productName"]?.stringValue) ? nil : .v3_1
-            // The payment menu's host page (/menu/) is served from here: its origin must be a host URL.
-            var order = order
-            if let base = merchant.publicBase(context.request), var urls = order["urls"]?.objectValue {
-                var hosts = urls["hostUrls"]?.arrayValue ?? []
-                if !hosts.contains(.string(base)) { hosts.append(.string(base)) }
-                urls["hostUrls"] = .array(hosts)
-                order["urls"] = .object(urls)
-            }
-            let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID,
-                                                                sessionID: id, version: version)
-            guard let view = created.viewPaymentSession else {
-                throw Problem.kassa("payment-order-not-v3", "Payment Order Is Not v3", 422,
-                                    detail: "Swedbank Pay created a v2 payment order (view-paymentorder, no view-paymentsession); "
-                                        + "a PaymentSession needs a v3 order: send productName Checkout3, or leave it out and Kassa asks for version 3.1",
-                                    extensions: ["paymentOrder": .string(created.paymentOrderID),
-                                                 "payeeReference": .string(created.payeeReference)])
-            }
-            guard swedbankPay.isAllowed(view) else {
-                throw MerchantProblem.badGateway("the payment order's view-paymentsession points outside the allowed upstream hosts")
-            }
-            href = view
-            payeeReference = created.payeeReference
-            paymentOrderID = created.paymentOrderID
-        } else {
+            return (.href(given), device)
+        }
+        guard var order = input.object("paymentOrder", required: false) else {
             if let first = input.problems.first { throw Problem.badRequest("\(first.field) \(first.description)", parameter: first.field) }
             throw Problem.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body")
         }
-
-        let actor: SessionActor, token: String
-        do {
-            (actor, token) = try await sessions.create(id: id, href: href, payeeReference: payeeReference, paymentOrderID: paymentOrderID,
-                                                       device: device, publicBase: merchant.publicBase(context.request), traceID: context.traceID,
-                                                       root: ServiceContext.current ?? .topLevel)
-        } catch {
-            throw Problem.serviceUnavailable("the session cannot be stored: \(Store.reason(error))")
+        // A PaymentSession needs a v3 order: ask for 3.1 unless the order names Checkout3 itself
+        // (which makes it 3.0; 3.1 has no productName). See PaymentOrderVersion.
+        let version: PaymentOrderVersion? = PaymentOrderVersion.isCheckout3(order["productName"]?.stringValue) ? nil : .v3_1
+        // The payment menu's host page (/menu/) is served from here: its origin must be a host URL.
+        if let base = merchant.publicBase(context.request), var urls = order["urls"]?.objectValue {
+            var hosts = urls["hostUrls"]?.arrayValue ?? []
+            if !hosts.contains(.string(base)) { hosts.append(.string(base)) }
+            urls["hostUrls"] = .array(hosts)
+            order["urls"] = .object(urls)
         }
-        Exchange.current?.sessionID = id
-        // The session starts on its first use (stream, command or read), on whichever node of a
-        // cluster its id routes to: that node picks it up with the token if it did not create it.
-        return .json(["id": .string(id), "clientToken": .string(token), "streamUrl": .string("/v1/sessions/\(id)/stream"),
-                      "state": .string(await actor.phase.rawValue)], status: 201)
+        return (.order(order, version: version), device)
+    }
+
+    /// The created order's view-paymentsession, checked, with the order's references.
+    @inline(never)
+    private func sessionUpstream(_ created: MerchantAPI.CreatedPaymentOrder) throws -> (href: String, payeeReference: String?, paymentOrderID: String?) {
+        guard let view = created.viewPaymentSession else {
+            throw Problem.kassa("payment-order-not-v3", "Payment Order Is Not v3", 422,
+                                detail: "Swedbank Pay created a v2 payment order (view-paymentorder, no view-paymentsession); "
+                                    + "a PaymentSession needs a v3 order: send productName Checkout3, or leave it out and Kassa asks for version 3.1",
+                                extensions: ["paymentOrder": .string(created.paymentOrderID),
+                                             "payeeReference": .string(created.payeeReference)])
+        }
+        guard swedbankPay.isAllowed(view) else {
+            throw MerchantProblem.badGateway("the payment order's view-paymentsession points outside the allowed upstream hosts")
+        }
+        return (view, created.payeeReference, created.paymentOrderID)
     }
 
     // MARK: The issuer's 3-D Secure notification

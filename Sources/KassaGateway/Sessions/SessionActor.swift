@@ -85,10 +85,10 @@ actor SessionActor {
     private var started = false
 
     /// Starts driving the session upstream; later calls do nothing.
-    func start() async {
+    func start() {
         guard !started, !initialPhaseIsTerminal else { return }
         started = true
-        await run(machine.start(), cause: root)
+        run(machine.start(), cause: root)
     }
 
     /// A client command; the problem says why it was refused.
@@ -98,7 +98,16 @@ actor SessionActor {
             guard let restored = environment.readBack(id) else { return .notFound("no session \(id)") }
             return await restored.command(command, source: source)
         }
-        await start()
+        return take(command, source: source)
+    }
+
+    // `take` and `attach` are plain functions, as `run` is: the async entry points only hand over
+    // to another actor when this one has left memory.
+
+    /// A command on this session, awake.
+    @inline(never)
+    private func take(_ command: PaymentSessionMachine.Command, source: String) -> Problem? {
+        start()
         let span = commandSpan(command, source: source)
         defer { span.end() }
         pollParent = span.context
@@ -116,7 +125,7 @@ actor SessionActor {
         }
         switch result {
         case .success(let effects):
-            await run(effects, cause: span.context)
+            run(effects, cause: span.context)
             return nil
         case .failure(let problem):
             if environment.telemetry.isOn { span.failed(problem.type) }
@@ -165,6 +174,12 @@ actor SessionActor {
             await environment.readBack(id)?.subscribe(connection, since: since)
             return
         }
+        attach(connection, since: since)
+    }
+
+    /// A subscriber of this session, awake.
+    @inline(never)
+    private func attach(_ connection: UInt64, since: Int64) {
         if !started, pushes.isEmpty, since > seq {
             // Created here but driven by another node until now (it failed): the client has
             // seen up to `since` there. Continue after it, as a node picking the session up does.
@@ -174,7 +189,7 @@ actor SessionActor {
             machine = PaymentSessionMachine(restoring: machine.sessionURL, phase: .starting, history: ["PaymentSessionFetched"],
                                             setup: machine.setup)
         }
-        await start()
+        start()
         subscribers.insert(connection)
         // What is already with the edge goes at once. The rest is still on its way to the disk: the
         // frames handed on before this connection came do not include it, so its own share follows
@@ -198,8 +213,8 @@ actor SessionActor {
         pushes.filter { $0.seq > after && $0.seq <= through }
     }
 
-    func snapshot() async -> JSONValue {
-        await start()
+    func snapshot() -> JSONValue {
+        start()
         return snapshotNow()
     }
 
@@ -221,8 +236,10 @@ actor SessionActor {
     }
 
     /// `cause`: the span of what led to these effects (the session's start, a command, an upstream
-    /// call's outcome); the spans of the effects go below it.
-    private func run(_ effects: [PaymentSessionMachine.Effect], cause: ServiceContext) async {
+    /// call's outcome); the spans of the effects go below it. Not `async`: a step has no suspension
+    /// point, so no other call on the actor comes between its effects, and its locals stay on the
+    /// thread's stack rather than in the task's slabs (each past the first is a `malloc`).
+    private func run(_ effects: [PaymentSessionMachine.Effect], cause: ServiceContext) {
         if let op = machine.output?.operations.first(where: { $0.rel == OperationRel.eventLogging.rawValue }), op.href != eventLoggingHref?.href {
             eventLoggingHref = environment.eventLogging(op.href)
         }
@@ -260,7 +277,7 @@ actor SessionActor {
                 }
             }
         }
-        await recordPhase()
+        recordPhase()
         if fresh { sendWhenCommitted(cause: cause) }
         noteQuiet()
     }
@@ -306,21 +323,21 @@ actor SessionActor {
         _ = quietSinceMs.compareExchange(expected: seen, desired: quiet ? environment.nowMs() : 0, ordering: .acquiringAndReleasing)
     }
 
-    private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall, cause: ServiceContext) async {
+    private func deliver(_ outcome: SessionCallOutcome, for call: SessionCall, cause: ServiceContext) {
         switch outcome {
-        case .output(let output): await run(machine.received(output, for: call), cause: cause)
-        case .conflict(let problem): await run(machine.conflict(call, problem: problem), cause: cause)
+        case .output(let output): run(machine.received(output, for: call), cause: cause)
+        case .conflict(let problem): run(machine.conflict(call, problem: problem), cause: cause)
         case .refused(let status, let problem, let reason):
-            await run(machine.failed(call, reason: reason, status: status, upstreamProblem: problem), cause: cause)
-        case .failed(let reason): await run(machine.failed(call, reason: reason), cause: cause)
+            run(machine.failed(call, reason: reason, status: status, upstreamProblem: problem), cause: cause)
+        case .failed(let reason): run(machine.failed(call, reason: reason), cause: cause)
         }
     }
 
-    private func poll(_ generation: Int) async {
-        await run(machine.pollDue(generation), cause: pollParent)
+    private func poll(_ generation: Int) {
+        run(machine.pollDue(generation), cause: pollParent)
     }
 
-    private func recordPhase() async {
+    private func recordPhase() {
         let phase = machine.phase
         guard phase != lastPhase else { return }
         let from = lastPhase

@@ -81,6 +81,18 @@ final class SessionService: SessionEnvironment {
     /// `root`: the span of the request that creates it, the root of the session's spans.
     func create(id: String, href: String, payeeReference: String?, paymentOrderID: String?, device: ClientDevice?,
                 publicBase: String?, traceID: String, root: ServiceContext) async throws -> (SessionActor, String) {
+        let (record, token) = newRecord(id: id, href: href, payeeReference: payeeReference, paymentOrderID: paymentOrderID,
+                                        device: device, publicBase: publicBase, traceID: traceID, root: root)
+        try await store.insertSession(record)
+        return (started(record, href: href, device: device, traceID: traceID, root: root), token)
+    }
+
+    // The steps before and after the row's insert are plain functions, as in `SwedbankPayClient.send`.
+
+    /// A new session's row and its client token.
+    @inline(never)
+    private func newRecord(id: String, href: String, payeeReference: String?, paymentOrderID: String?, device: ClientDevice?,
+                           publicBase: String?, traceID: String, root: ServiceContext) -> (Store.SessionRecord, String) {
         let now = nowMs()
         let token = SessionToken.issue(sessionID: id, href: href, expiresAt: tokenExpiry(createdAtMs: now),
                                        device: device, publicBase: publicBase, keys: tokenKeys)
@@ -90,19 +102,26 @@ final class SessionService: SessionEnvironment {
                                          createdAtMs: now, updatedAtMs: now, traceID: traceID,
                                          clientDeviceSealed: sealed(device), publicBaseURL: publicBase,
                                          rootSpanID: telemetry.ids(root)?.spanID)
-        try await store.insertSession(record)
-        let machine = PaymentSessionMachine(sessionURL: href, setup: setup(id: id, device: device, publicBase: publicBase))
+        return (record, token)
+    }
+
+    /// The stored session's actor, registered, its creation logged.
+    @inline(never)
+    private func started(_ record: Store.SessionRecord, href: String, device: ClientDevice?, traceID: String,
+                         root: ServiceContext) -> SessionActor {
+        let id = record.id
+        let machine = PaymentSessionMachine(sessionURL: href, setup: setup(id: id, device: device, publicBase: record.publicBaseURL))
         let actor = SessionActor(id: id, clientTokenSHA256: record.clientTokenSHA256, traceID: traceID, root: root, machine: machine,
                                  history: [], environment: self)
         registry.add(actor)
         // Only the platform is logged: the rest describes the payer's device.
-        self.record(LogEvent(atMs: now, sessionID: id, kind: "session.created", summary: "session created", traceID: traceID,
-                        data: ["payeeReference": payeeReference.map { .string($0) } ?? .null,
-                               "paymentOrder": paymentOrderID.map { .string($0) } ?? .null,
+        self.record(LogEvent(atMs: record.createdAtMs, sessionID: id, kind: "session.created", summary: "session created", traceID: traceID,
+                        data: ["payeeReference": record.payeeReference.map { .string($0) } ?? .null,
+                               "paymentOrder": record.paymentOrderID.map { .string($0) } ?? .null,
                                "platform": .string(machine.device.platform.rawValue),
                                "clientDevice": .bool(device != nil),
                                "viewPaymentSession": .string(href)]))
-        return (actor, token)
+        return actor
     }
 
     /// 32 hex digits: the creation time in milliseconds (10 digits), then 88 random bits.

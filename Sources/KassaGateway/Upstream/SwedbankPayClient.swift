@@ -116,6 +116,38 @@ final class SwedbankPayClient: Sendable {
 
     /// One upstream exchange, logged; the answer's body parsed once (nil when it is not JSON), and how long it took.
     func send(_ call: Call) async -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?, durationMs: Double) {
+        let exchange = begin(call)
+        let result: Result<UpstreamResponse, UpstreamError>
+        if let request = exchange.request {
+            do {
+                result = .success(try await http.send(request))
+            } catch {
+                result = .failure(error)
+            }
+        } else {
+            // Fail fast while the origin keeps failing; nothing is sent, so a retry is safe.
+            result = .failure(.connectFailed("circuit breaker open for \(exchange.origin)"))
+        }
+        return finish(call, exchange, result)
+    }
+
+    // The steps before and after the exchange's await are plain functions, kept out of line: an
+    // async function's locals live in its task's slabs (each past the first is a `malloc`, and
+    // a loop around an await keeps every temporary of its body there), a plain one's on the stack.
+
+    /// An exchange under way: what `finish` logs it by.
+    private struct InFlight {
+        var path: String
+        var origin: String
+        var span: any Span
+        var started: ContinuousClock.Instant
+        /// Nil when the origin's circuit breaker refused the exchange.
+        var request: UpstreamRequest?
+    }
+
+    /// The exchange's request, its span and its logged request event.
+    @inline(never)
+    private func begin(_ call: Call) -> InFlight {
         let url = call.parsedURL ?? UpstreamURL(call.url)
         // The event log redacts what it is given (tokens in this path included).
         let path = url?.path ?? call.url
@@ -132,35 +164,34 @@ final class SwedbankPayClient: Sendable {
             headers.append(("Content-Type", mediaType))
             bodyBytes = body.bytes
         }
-        var document: JSONValue?
         log(LogEvent(atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
                      summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
                      data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]),
             body: bodyBytes ?? [], document: call.body, otherwise: .null)
         let started = ContinuousClock.now
         let origin = url?.origin ?? ""
-        let result: Result<UpstreamResponse, UpstreamError>
-        let circuitOpen = !circuitAllows(origin)
-        if circuitOpen {
-            // Fail fast while the origin keeps failing; nothing is sent, so a retry is safe.
-            result = .failure(.connectFailed("circuit breaker open for \(origin)"))
-        } else {
-            do {
-                result = .success(try await http.send(UpstreamRequest(
-                    method: call.method, url: call.url, headers: headers, body: bodyBytes,
-                    connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: call.timeoutMs ?? configuration.upstreamTimeoutMs)))
-            } catch {
-                result = .failure(error)
-            }
-            circuitRecord(origin, Self.circuitOutcome(result), traceID: call.traceID, sessionID: call.sessionID)
+        guard circuitAllows(origin) else { return InFlight(path: path, origin: origin, span: span, started: started) }
+        return InFlight(path: path, origin: origin, span: span, started: started, request: UpstreamRequest(
+            method: call.method, url: call.url, headers: headers, body: bodyBytes,
+            connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: call.timeoutMs ?? configuration.upstreamTimeoutMs))
+    }
+
+    /// The exchange's outcome counted, timed and logged, with the answer's parsed document.
+    @inline(never)
+    private func finish(_ call: Call, _ exchange: InFlight, _ result: Result<UpstreamResponse, UpstreamError>)
+        -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?, durationMs: Double) {
+        let circuitOpen = exchange.request == nil
+        if !circuitOpen {
+            circuitRecord(exchange.origin, Self.circuitOutcome(result), traceID: call.traceID, sessionID: call.sessionID)
         }
-        let elapsed = started.duration(to: .now)
-        let ms = elapsed.inMilliseconds
+        let path = exchange.path
+        let ms = exchange.started.duration(to: .now).inMilliseconds
         if case .success(let r) = result {
             metrics.upstream(operation: call.operation, status: r.status, seconds: ms / 1000)
         } else {
             metrics.upstream(operation: call.operation, status: nil, seconds: ms / 1000)
         }
+        var document: JSONValue?
         switch result {
         case .success(let response):
             if call.parsesSuccessfulAnswer || !(200..<300).contains(response.status) {
@@ -180,7 +211,7 @@ final class SwedbankPayClient: Sendable {
                 data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path),
                        "error": .string(error.description)]))
         }
-        end(attempt: span, result, circuitOpen: circuitOpen)
+        end(attempt: exchange.span, result, circuitOpen: circuitOpen)
         return (result, document, ms)
     }
 
@@ -325,50 +356,81 @@ final class SwedbankPayClient: Sendable {
                                                      traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs,
                                                      parent: span.context, resendCount: retry, parsedURL: url,
                                                      parsesSuccessfulAnswer: false))
-            if let beacon {
-                let status: Int? = if case .success(let response) = result { response.status } else { nil }
-                postBeacon(ClientEvent(.httpRequest, atMs: exchangeStarted, durationMs: Int(durationMs),
-                                       http: .init(requestUrl: call.href, method: call.method, responseStatusCode: status)), to: beacon)
+            if let beacon { postBeacon(call, result, startedAtMs: exchangeStarted, durationMs: durationMs, to: beacon) }
+            let (reason, neverSent): (String, Bool)
+            switch Self.attempt(call, result, document: document) {
+            case .settled(let outcome): return outcome
+            case .unsettled(let why, let unsent): (reason, neverSent) = (why, unsent)
             }
-            let reason: String
-            var neverSent = false
-            switch result {
-            case .success(let response):
-                if (200..<300).contains(response.status) {
-                    if let output = PaymentOutput.decode(response.body) { return .output(output) }
-                    reason = "Swedbank Pay answered \(call.rel) with a body that is not a payment session"
-                } else if response.status == 409 {
-                    // Any 409, whatever its type: the session reads itself again (the SDKs' rule).
-                    return .conflict(document ?? .null)
-                } else if (400..<500).contains(response.status) {
-                    // Refused: not retried, nothing took effect; reported as the SDKs do (PaymentSessionAPIRequestFailed).
-                    let type = document?["type"]?.stringValue.map { " (\($0))" } ?? ""
-                    return .refused(status: response.status, problem: document?["type"] != nil ? document : nil,
-                                    reason: "Swedbank Pay refused \(call.rel) with \(response.status)\(type)")
-                } else {
-                    reason = "Swedbank Pay answered \(call.rel) with \(response.status)"
-                }
-            case .failure(let error):
-                if case .connectFailed = error { neverSent = true }
-                reason = "\(call.rel): \(error)"
-            }
-            let elapsedMs = Int(started.duration(to: .now).inMilliseconds)
-            guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
-                  let delay = retryPolicy.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
-            else {
-                eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
-                                         summary: "\(call.rel) failed after \(retry) retries: \(reason)", traceID: traceID,
-                                         data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
-                                                "reason": .string(reason)]))
-                return .failed(reason)
-            }
-            retry += 1
-            metrics.upstreamRetry(operation: call.rel)
-            eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
-                                     summary: "retry \(retry) of \(call.rel) in \(delay) ms: \(reason)", traceID: traceID,
-                                     data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
+            guard let delay = retryDelay(call, reason: reason, neverSent: neverSent, policy: retryPolicy, started: started,
+                                         retry: &retry, sessionID: sessionID, traceID: traceID)
+            else { return .failed(reason) }
             try? await Task.sleep(for: .milliseconds(delay))
         }
+    }
+
+    // The steps around the awaits of the loop are plain functions, as in `send`.
+
+    /// The session's HttpRequest beacon for one exchange.
+    @inline(never)
+    private func postBeacon(_ call: SessionCall, _ result: Result<UpstreamResponse, UpstreamError>, startedAtMs: Int64,
+                            durationMs: Double, to beacon: BeaconTarget) {
+        let status: Int? = if case .success(let response) = result { response.status } else { nil }
+        postBeacon(ClientEvent(.httpRequest, atMs: startedAtMs, durationMs: Int(durationMs),
+                               http: .init(requestUrl: call.href, method: call.method, responseStatusCode: status)), to: beacon)
+    }
+
+    /// What one exchange of a session call came to: an outcome, or a reason it may be retried for.
+    private enum Attempt {
+        case settled(SessionCallOutcome)
+        /// `neverSent`: no connection was made, so even a write may be sent again.
+        case unsettled(reason: String, neverSent: Bool)
+    }
+
+    @inline(never)
+    private static func attempt(_ call: SessionCall, _ result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?) -> Attempt {
+        switch result {
+        case .success(let response):
+            if (200..<300).contains(response.status) {
+                if let output = PaymentOutput.decode(response.body) { return .settled(.output(output)) }
+                return .unsettled(reason: "Swedbank Pay answered \(call.rel) with a body that is not a payment session", neverSent: false)
+            } else if response.status == 409 {
+                // Any 409, whatever its type: the session reads itself again (the SDKs' rule).
+                return .settled(.conflict(document ?? .null))
+            } else if (400..<500).contains(response.status) {
+                // Refused: not retried, nothing took effect; reported as the SDKs do (PaymentSessionAPIRequestFailed).
+                let type = document?["type"]?.stringValue.map { " (\($0))" } ?? ""
+                return .settled(.refused(status: response.status, problem: document?["type"] != nil ? document : nil,
+                                         reason: "Swedbank Pay refused \(call.rel) with \(response.status)\(type)"))
+            }
+            return .unsettled(reason: "Swedbank Pay answered \(call.rel) with \(response.status)", neverSent: false)
+        case .failure(let error):
+            if case .connectFailed = error { return .unsettled(reason: "\(call.rel): \(error)", neverSent: true) }
+            return .unsettled(reason: "\(call.rel): \(error)", neverSent: false)
+        }
+    }
+
+    /// The wait before the next try, counted and logged; nil, logged as the call's end, when the
+    /// policy allows none.
+    @inline(never)
+    private func retryDelay(_ call: SessionCall, reason: String, neverSent: Bool, policy: RetryPolicy, started: ContinuousClock.Instant,
+                            retry: inout Int, sessionID: String, traceID: String) -> Int? {
+        let elapsedMs = Int(started.duration(to: .now).inMilliseconds)
+        guard RetryPolicy.mayRetry(idempotent: call.isIdempotent, neverSent: neverSent),
+              let delay = policy.delayMs(beforeRetry: retry + 1, elapsedMs: elapsedMs, jitter: Double.random(in: 0...1))
+        else {
+            eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "problem", level: .error,
+                                     summary: "\(call.rel) failed after \(retry) retries: \(reason)", traceID: traceID,
+                                     data: ["operation": .string(call.rel), "retries": .number(Double(retry)),
+                                            "reason": .string(reason)]))
+            return nil
+        }
+        retry += 1
+        metrics.upstreamRetry(operation: call.rel)
+        eventLog.append(LogEvent(atMs: clock.nowMs(), sessionID: sessionID, kind: "upstream.retry", level: .warning,
+                                 summary: "retry \(retry) of \(call.rel) in \(delay) ms: \(reason)", traceID: traceID,
+                                 data: ["operation": .string(call.rel), "retry": .number(Double(retry)), "delayMs": .number(Double(delay))]))
+        return delay
     }
 
     // MARK: Readiness
