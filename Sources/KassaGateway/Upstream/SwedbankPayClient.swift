@@ -357,15 +357,15 @@ final class SwedbankPayClient: Sendable {
                                                      parent: span.context, resendCount: retry, parsedURL: url,
                                                      parsesSuccessfulAnswer: false))
             if let beacon { postBeacon(call, result, startedAtMs: exchangeStarted, durationMs: durationMs, to: beacon) }
-            let (reason, neverSent): (String, Bool)
             switch Self.attempt(call, result, document: document) {
-            case .settled(let outcome): return outcome
-            case .unsettled(let why, let unsent): (reason, neverSent) = (why, unsent)
+            case .settled(let outcome):
+                return outcome
+            case .unsettled(let reason, let neverSent):
+                guard let delay = retryDelay(call, reason: reason, neverSent: neverSent, policy: retryPolicy, started: started,
+                                             retry: &retry, sessionID: sessionID, traceID: traceID)
+                else { return .failed(reason) }
+                try? await Task.sleep(for: .milliseconds(delay))
             }
-            guard let delay = retryDelay(call, reason: reason, neverSent: neverSent, policy: retryPolicy, started: started,
-                                         retry: &retry, sessionID: sessionID, traceID: traceID)
-            else { return .failed(reason) }
-            try? await Task.sleep(for: .milliseconds(delay))
         }
     }
 
@@ -405,8 +405,8 @@ final class SwedbankPayClient: Sendable {
             }
             return .unsettled(reason: "Swedbank Pay answered \(call.rel) with \(response.status)", neverSent: false)
         case .failure(let error):
-            if case .connectFailed = error { return .unsettled(reason: "\(call.rel): \(error)", neverSent: true) }
-            return .unsettled(reason: "\(call.rel): \(error)", neverSent: false)
+            let neverSent: Bool = if case .connectFailed = error { true } else { false }
+            return .unsettled(reason: "\(call.rel): \(error)", neverSent: neverSent)
         }
     }
 
