@@ -15,8 +15,8 @@ extension Redaction {
     /// The stages of `redactText` that could change a string, from one pass over its bytes (the
     /// guards of `redactURLQuery`, `redactTokens` and `redactValues`): none for most strings of an
     /// answer (ids, URLs, dates and words), only `.tokens` for a payment session's href. All of
-    /// them for any byte past ASCII, which this look does not judge (the body's copy decodes
-    /// such a string and redacts it in full).
+    /// them for any byte past ASCII, which this look does not judge. The bytes are a text's UTF-8,
+    /// or a JSON string's between its quotes when it holds no escapes (the same bytes).
     static func textHints(rawString b: UnsafeBufferPointer<UInt8>) -> TextHints {
         var stretch = DigitStretch(), hexRun = 0, hints: TextHints = []
         func isLetterPastF(_ c: UInt8) -> Bool { c &- 0x67 < 20 }   // g…z
@@ -203,6 +203,16 @@ private struct RedactingCopy {
         if !raw.escaped, raw.ascii {
             let text = contents(of: raw)
             let hints = Redaction.textHints(rawString: text)
+            if hints == .tokens {
+                // A session's href (most strings redaction changes): cut as it is copied.
+                guard let first = Redaction.nextToken(text, from: 0) else { return true }
+                replace(raw.range) { out in
+                    out.append(UInt8(ascii: "\""))
+                    Redaction.writeTokensRedacted(text, first: first, into: &out)
+                    out.append(UInt8(ascii: "\""))
+                }
+                return true
+            }
             guard !hints.isEmpty, let redacted = Redaction.redactedText(text, hints: hints) else { return true }
             replace(raw.range) { out in
                 out.append(UInt8(ascii: "\""))
@@ -261,7 +271,7 @@ private struct RedactingCopy {
         while true {
             while i + 8 <= input.count {
                 let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                guard !Self.endsPlainRun(word) else { break }
+                guard !JSONValue.endsPlainRun(word) else { break }
                 bits |= word
                 i += 8
             }
@@ -276,15 +286,6 @@ private struct RedactingCopy {
             bits |= UInt64(c)
             i += 1
         }
-    }
-
-    /// Whether any of the eight bytes in `word` is a quote, a backslash or below 0x20. (A byte
-    /// that is zero after `x ^ c` is one equal to `c`; `(x - 0x01…) & ~x & 0x80…` is not zero
-    /// exactly when `x` has a zero byte, and `(x - 0x20…) & ~x & 0x80…` when it has one below 0x20.)
-    private static func endsPlainRun(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
-        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C)) || (word &- ones &* 0x20) & ~word & highs != 0
     }
 
     struct ScannedString { var range: Range<Int>; var escaped: Bool; var ascii: Bool }

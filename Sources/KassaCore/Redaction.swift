@@ -229,13 +229,19 @@ public enum Redaction {
     /// personal data found by its value.
     public static func redactText(_ s: String) -> String { onUTF8(s) { redactedText($0) } }
 
+    /// `redactText` with every stage run, whatever `textHints` says: what the hints must not change.
+    package static func redactTextInFull(_ s: String) -> String { onUTF8(s) { redactedText($0, hints: .all) } }
+
     /// `text` redacted as `redactText` redacts it, or nil when nothing changes (most text). Works
     /// on the bytes where they lie: every string of a logged body that could hold something
     /// comes here, and a `String` for each was most of what logging a body cost.
     ///
-    /// `hints` (from `textHints`) skips the stages that surely change nothing in `text`; a stage
-    /// after one that changed it looks for itself.
-    static func redactedText(_ text: UnsafeBufferPointer<UInt8>, hints: TextHints = .all) -> [UInt8]? {
+    /// `hints` (`textHints` of `text` unless given) skips the stages that surely change nothing
+    /// in `text`: one pass instead of one for each stage, and most text needs none. A stage after
+    /// one that changed it looks for itself.
+    static func redactedText(_ text: UnsafeBufferPointer<UInt8>, hints: TextHints? = nil) -> [UInt8]? {
+        let hints = hints ?? textHints(rawString: text)
+        guard !hints.isEmpty else { return nil }
         var redacted: [UInt8]? = nil
         func apply(_ hint: TextHints, _ stage: (UnsafeBufferPointer<UInt8>) -> [UInt8]?) {
             guard redacted != nil || hints.contains(hint) else { return }
@@ -310,26 +316,38 @@ public enum Redaction {
 
     /// `redactTokens` on bytes; nil when there is no token.
     static func redactedTokens(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        var out: [UInt8]? = nil
-        var copied = 0
-        var i = 0
+        guard let first = nextToken(b, from: 0) else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(b.count)
+        writeTokensRedacted(b, first: first, into: &out)
+        return out
+    }
+
+    /// `b` with its tokens cut, appended to `out`; `first` is its first token (`nextToken`).
+    static func writeTokensRedacted(_ b: UnsafeBufferPointer<UInt8>, first: Range<Int>, into out: inout [UInt8]) {
+        var token: Range<Int>? = first, copied = 0
+        while let t = token {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied..<t.lowerBound]))
+            out.append(contentsOf: "…".utf8)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[(t.upperBound - 6)..<t.upperBound]))
+            copied = t.upperBound
+            token = nextToken(b, from: copied)
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied...]))
+    }
+
+    /// The first token in `b` at or after `start`: a run of 40 hex digits or more, or a session's GUID.
+    static func nextToken(_ b: UnsafeBufferPointer<UInt8>, from start: Int) -> Range<Int>? {
+        var i = start
         while i < b.count {
             guard isHex(b[i]) else { i += 1; continue }
             var j = i
             while j < b.count && isHex(b[j]) { j += 1 }
-            if j - i < 40 {
-                guard let end = sessionGUIDEnd(b, from: i) else { i = j; continue }
-                j = end
-            }
-            if out == nil { out = []; out!.reserveCapacity(b.count) }
-            out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied..<i]))
-            out!.append(contentsOf: "…".utf8)
-            out!.append(contentsOf: UnsafeBufferPointer(rebasing: b[(j - 6)..<j]))
-            copied = j
+            if j - i >= 40 { return i..<j }
+            if let end = sessionGUIDEnd(b, from: i) { return i..<end }
             i = j
         }
-        out?.append(contentsOf: UnsafeBufferPointer(rebasing: b[copied...]))
-        return out
+        return nil
     }
 
     static func isHex(_ c: UInt8) -> Bool { c &- 0x30 < 10 || (c | 0x20) &- 0x61 < 6 }

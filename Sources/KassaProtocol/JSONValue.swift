@@ -125,11 +125,39 @@ extension JSONValue {
         s.withUTF8 { writeString(utf8: $0, into: &out) }
     }
 
+    /// Whether `bytes` hold a quote, a backslash or a control character (what a JSON string
+    /// escapes), looked at eight bytes at a time.
+    static func holdsEscaped(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while i + 8 <= bytes.count {
+                if endsPlainRun(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { return true }
+                i += 8
+            }
+        }
+        while i < bytes.count {
+            if bytes[i] < 0x20 || bytes[i] == 0x22 || bytes[i] == 0x5C { return true }
+            i += 1
+        }
+        return false
+    }
+
+    /// Whether any of the eight bytes in `word` is a quote, a backslash or below 0x20: where a
+    /// run of a string's bytes that are written as they are ends. (A byte that is zero after
+    /// `x ^ c` is one equal to `c`; `(x - 0x01…) & ~x & 0x80…` is not zero exactly when `x` has a
+    /// zero byte, and `(x - 0x20…) & ~x & 0x80…` when it has one below 0x20.)
+    @inlinable package static func endsPlainRun(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C)) || (word &- ones &* 0x20) & ~word & highs != 0
+    }
+
     /// A string given as its UTF-8 bytes, quoted and escaped.
     public static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escaping: copy them whole.
-        if !bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+        if !holdsEscaped(bytes) {
             out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "\""))
             return

@@ -293,9 +293,16 @@ struct CoreSafetyTests {
                       "xyz", "hetu", "gz"]
         for _ in 0..<20_000 {
             let s = (0..<(4 + Int(rng.next() % 16))).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
-            let all = Array(s.utf8).withUnsafeBufferPointer { Redaction.redactedText($0) }
+            let all = Array(s.utf8).withUnsafeBufferPointer { Redaction.redactedText($0, hints: .all) }
             let hinted = Array(s.utf8).withUnsafeBufferPointer { Redaction.redactedText($0, hints: Redaction.textHints(rawString: $0)) }
             #expect(all == hinted, "\(s)")
+        }
+        // Any text takes its hints unless told (`redactText`, a tree's strings): also text a JSON
+        // string holds only escaped (quotes, backslashes, control characters) and past ASCII.
+        let more = pieces + ["\"", "\\", "\n", "\t", "\u{1}", "å", "€", "4111 1111 1111 1111", "anna@example.com"]
+        for _ in 0..<5_000 {
+            let s = (0..<(4 + Int(rng.next() % 16))).map { _ in more[Int(rng.next() % UInt64(more.count))] }.joined()
+            #expect(Redaction.redactText(s) == Redaction.redactTextInFull(s), "\(s)")
         }
     }
 
