@@ -16,8 +16,14 @@ public enum PaymentOrderVersion: String, Sendable, CaseIterable {
 
     public var isV3: Bool { self != .v2 }
 
-    /// The media type that asks for this version.
-    public var mediaType: String { "application/json;version=\(rawValue)" }
+    /// The media type that asks for this version (literals: every upstream call of an order sends it).
+    public var mediaType: String {
+        switch self {
+        case .v2: "application/json;version=2.0"
+        case .v3_0: "application/json;version=3.0"
+        case .v3_1: "application/json;version=3.1"
+        }
+    }
 
     /// The version a request asks for; nil when its media type names a version that does not exist.
     public static func requested(contentType: String?, productName: String?) -> PaymentOrderVersion? {

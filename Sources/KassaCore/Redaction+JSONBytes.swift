@@ -6,10 +6,23 @@ extension Redaction {
     /// order, and numbers and unchanged strings their text. Nil when the bytes are not one JSON
     /// document it can walk (the caller then redacts the parsed tree).
     public static func redactJSON(_ document: [UInt8]) -> [UInt8]? {
-        document.withUnsafeBufferPointer { bytes in
+        var out: [UInt8] = []
+        return appendRedactedJSON(document, to: &out) ? out : nil
+    }
+
+    /// `redactJSON(document)` written at the end of `out`, which then needs no copy of its own
+    /// (an event's data and its body in one buffer). False, with `out` as it was, when
+    /// `redactJSON` gives nil.
+    public static func appendRedactedJSON(_ document: [UInt8], to out: inout [UInt8]) -> Bool {
+        let kept = out.count
+        let done = document.withUnsafeBufferPointer { bytes in
             var walk = RedactingCopy(input: bytes)
+            swap(&walk.out, &out)   // the walk appends to this buffer, not to a copy of it
+            defer { swap(&walk.out, &out) }
             return walk.document()
         }
+        if !done { out.removeSubrange(kept...) }
+        return done
     }
 
     /// The stages of `redactText` that could change a string, from one pass over its bytes (the
@@ -67,18 +80,17 @@ private struct RedactingCopy {
     /// As deep as `JSONValue.parse` reads by default.
     static let maxDepth = 64
 
-    init(input: UnsafeBufferPointer<UInt8>) {
-        self.input = input
-        out.reserveCapacity(input.count)
-    }
+    init(input: UnsafeBufferPointer<UInt8>) { self.input = input }
 
-    mutating func document() -> [UInt8]? {
+    /// Whether the input was one document, all of it now copied to the end of `out`.
+    mutating func document() -> Bool {
+        out.reserveCapacity(out.count + input.count)
         skipSpace()
-        guard value() else { return nil }
+        guard value() else { return false }
         skipSpace()
-        guard i == input.count else { return nil }
+        guard i == input.count else { return false }
         flush(to: i)
-        return out
+        return true
     }
 
     /// Copies the input from `copiedTo` up to `end` into `out`.

@@ -222,6 +222,9 @@ struct JSONParser {
     var elements: [JSONValue] = []
     /// The names of the objects being stepped over or read member by member (`MemberNames`).
     var names: [JSONName] = []
+    /// What each stack takes at its first push: an answer's containers at once, where doubling
+    /// from one took five or six allocations a document.
+    static let firstStackCapacity = 32
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -277,6 +280,7 @@ struct JSONParser {
     mutating func parseObject() throws(JSONParseError) -> JSONValue {
         guard try enter(closing: UInt8(ascii: "}")) else { return .object([:]) }
         // Members are gathered on the stack first so the dictionary is sized once, never regrown.
+        if members.capacity == 0 { members.reserveCapacity(Self.firstStackCapacity) }
         let base = members.count
         defer { members.removeSubrange(base...) }
         repeat {
@@ -297,6 +301,7 @@ struct JSONParser {
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
         guard try enter(closing: UInt8(ascii: "]")) else { return .array([]) }
+        if elements.capacity == 0 { elements.reserveCapacity(Self.firstStackCapacity) }
         let base = elements.count
         defer { elements.removeSubrange(base...) }
         repeat {
@@ -539,6 +544,7 @@ struct MemberNames {
             isNew = set!.insert(name.string).inserted
         } else {
             isNew = !parser.names[base...].contains { $0.isSame(as: name) }
+            if parser.names.capacity == 0 { parser.names.reserveCapacity(JSONParser.firstStackCapacity) }
             parser.names.append(name)
             if parser.names.count - base == 16 { set = Set(parser.names[base...].map(\.string)) }
         }
@@ -571,7 +577,7 @@ public struct JSONName {
     /// when their bytes are), as Strings otherwise (which counts canonical equivalents as equal).
     func isSame(as other: JSONName) -> Bool {
         if decoded == nil, other.decoded == nil {
-            return plain.count == other.plain.count && plain.elementsEqual(other.plain)
+            return Self.sameBytes(plain, other.plain)
         }
         return string == other.string
     }
@@ -580,8 +586,21 @@ public struct JSONName {
     public static func == (name: JSONName, literal: StaticString) -> Bool {
         literal.withUTF8Buffer { expected in
             if let decoded = name.decoded { return decoded == String(decoding: expected, as: UTF8.self) }
-            return name.plain.count == expected.count && name.plain.elementsEqual(expected)
+            return sameBytes(name.plain, expected)
         }
+    }
+
+    /// Byte by byte in a loop the compiler keeps inline (`elementsEqual` went through the
+    /// generic iterator for each byte of each name a decoder's `switch` compared).
+    @inlinable
+    static func sameBytes(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        var k = 0
+        while k < a.count {
+            if a[k] != b[k] { return false }
+            k += 1
+        }
+        return true
     }
 
     @inlinable

@@ -257,21 +257,22 @@ public final class EventLog: Sendable {
     /// tree is built, walked and written again for it. Bytes that are no JSON document it can walk
     /// are logged from their parsed tree, or as an excerpt.
     public func append(_ event: LogEvent, body: [UInt8]) {
-        guard let redacted = Redaction.redactJSON(body), case .object = event.data ?? [:] else {
-            var event = event
-            let tree = (try? JSONValue.parse(body)) ?? .string(String(decoding: body.prefix(256), as: UTF8.self))
-            var data = event.data?.objectValue ?? (event.data.map { ["data": $0] } ?? [:])
-            data["body"] = tree
-            event.data = .object(data)
-            return append(event)
+        if case .object = event.data ?? [:] {
+            var text = Redaction.redactedBytes(event.data ?? [:])
+            text.removeLast()   // the object's closing brace
+            if text.count > 1 { text.append(UInt8(ascii: ",")) }
+            text.append(contentsOf: #""body":"#.utf8)
+            if Redaction.appendRedactedJSON(body, to: &text) {
+                text.append(UInt8(ascii: "}"))
+                return enqueue(event, data: text)
+            }
         }
-        var text = Redaction.redactedBytes(event.data ?? [:])
-        text.removeLast()   // the object's closing brace
-        if text.count > 1 { text.append(UInt8(ascii: ",")) }
-        text.append(contentsOf: #""body":"#.utf8)
-        text.append(contentsOf: redacted)
-        text.append(UInt8(ascii: "}"))
-        enqueue(event, data: text)
+        var event = event
+        let tree = (try? JSONValue.parse(body)) ?? .string(String(decoding: body.prefix(256), as: UTF8.self))
+        var data = event.data?.objectValue ?? (event.data.map { ["data": $0] } ?? [:])
+        data["body"] = tree
+        event.data = .object(data)
+        append(event)
     }
 
     private func enqueue(_ event: LogEvent, data: [UInt8]?) {

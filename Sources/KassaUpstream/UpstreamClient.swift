@@ -425,15 +425,14 @@ final class CurlEngine: @unchecked Sendable {
                 _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
             }
         }
-        for (name, value) in request.headers {
-            guard !name.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == UInt8(ascii: ":") }),
-                  !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else {
-                keepOrFree(easy, request.caCertificatePath)
-                transfer.finish(.failure(.invalidRequest("header \(name) holds a line break")))
-                return
-            }
+        let list: UnsafeMutablePointer<curl_slist>
+        do {
+            list = try HeaderList.make(request.headers)
+        } catch {
+            keepOrFree(easy, request.caCertificatePath)
+            transfer.finish(.failure(.invalidRequest("header \(error.name) holds a line break")))
+            return
         }
-        let list = HeaderList.make(request.headers)
         transfer.headerList = list
         _ = kassa_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
 
@@ -579,8 +578,13 @@ private func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawB
 /// and a copy of the text), besides the line's own string: ≈ 3 % of a flow's allocations. libcurl
 /// reads the list during the transfer and never changes or frees it.
 enum HeaderList {
+    /// A header that would end its line early or begin another: a line break in its name or
+    /// value, or a colon in its name.
+    struct Refused: Error { var name: String }
+
     /// The lines of `headers`, then "Expect:" (no 100-continue round trip for larger bodies).
-    static func make(_ headers: [(String, String)]) -> UnsafeMutablePointer<curl_slist> {
+    /// Each header is checked as it is copied.
+    static func make(_ headers: [(String, String)]) throws(Refused) -> UnsafeMutablePointer<curl_slist> {
         let expect = "Expect:"
         let count = headers.count + 1
         let nodeBytes = count * MemoryLayout<curl_slist>.stride
@@ -589,20 +593,30 @@ enum HeaderList {
         let raw = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + textBytes, alignment: MemoryLayout<curl_slist>.alignment)
         let nodes = raw.bindMemory(to: curl_slist.self, capacity: count)
         var text = (raw + nodeBytes).bindMemory(to: CChar.self, capacity: textBytes)
-        func write(_ part: String) {
-            for byte in part.utf8 {
-                text.pointee = CChar(bitPattern: byte)
-                text += 1
+        /// Copies `part`; false when it holds a line break or `refused`.
+        func write(_ part: String, refusing refused: UInt8 = 0x0A) -> Bool {
+            var part = part
+            return part.withUTF8 { bytes in
+                var clean = true
+                for k in bytes.indices {
+                    let byte = bytes[k]
+                    if byte == 0x0D || byte == 0x0A || byte == refused { clean = false }
+                    text[k] = CChar(bitPattern: byte)
+                }
+                text += bytes.count
+                return clean
             }
         }
         for k in 0..<count {
             let line = text
             if k < headers.count {
-                write(headers[k].0)
-                write(": ")
-                write(headers[k].1)
+                let clean = write(headers[k].0, refusing: UInt8(ascii: ":")) && write(": ") && write(headers[k].1)
+                guard clean else {
+                    raw.deallocate()
+                    throw Refused(name: headers[k].0)
+                }
             } else {
-                write(expect)
+                _ = write(expect)
             }
             text.pointee = 0
             text += 1

@@ -7,24 +7,30 @@ import KassaCore
 /// parsed in C once instead of through Foundation two or three times a call.
 public struct UpstreamURL: Sendable, Equatable {
     /// Lowercased.
-    public var scheme: String
+    public let scheme: String
     /// Lowercased; an IPv6 address without its brackets.
-    public var host: String
+    public let host: String
     /// Percent-encoded as given; "/" when the URL has none.
     public var path: String
     /// The port connected to: the URL's, or its scheme's default.
-    public var port: Int
+    public let port: Int
+    /// `scheme://host:port`, the port always written: what an href must share with the
+    /// configured upstream, and what a circuit breaker is kept for. Written once, when the URL
+    /// is read: each call asks for it twice or more, and an href read by `PlainHrefReader`
+    /// shares its known origin's.
+    public let origin: String
 
     public init(scheme: String, host: String, path: String, port: Int) {
         self.scheme = scheme
         self.host = host
         self.path = path
         self.port = port
+        origin = Self.origin(scheme: scheme, host: host, port: port)
     }
 
-    /// `scheme://host:port`, the port always written: what an href must share with the
-    /// configured upstream, and what a circuit breaker is kept for.
-    public var origin: String { "\(scheme)://" + URLAuthority.of(host: host, port: port) }
+    private static func origin(scheme: String, host: String, port: Int) -> String {
+        "\(scheme)://" + URLAuthority.of(host: host, port: port)
+    }
 
     /// Nil when libcurl does not take it as an absolute URL with a host.
     public init?(_ url: String) {
@@ -39,6 +45,7 @@ public struct UpstreamURL: Sendable, Equatable {
         self.path = Self.part(handle, CURLUPART_PATH) ?? "/"
         guard let port = Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)).flatMap({ Int($0) }) else { return nil }
         self.port = port
+        origin = Self.origin(scheme: self.scheme, host: self.host, port: port)
     }
 
     private static func part(_ handle: OpaquePointer, _ which: CURLUPart, flags: UInt32 = 0) -> String? {

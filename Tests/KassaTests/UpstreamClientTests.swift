@@ -298,12 +298,23 @@ struct UpstreamClientTests {
 
     @Test("a header with a line break is refused before anything is sent")
     func headerInjection() async throws {
-        await #expect {
-            _ = try await client.send(UpstreamRequest(url: "http://127.0.0.1:1/", headers: [("X-A", "b\r\nX-Evil: 1")]))
-        } throws: { error in
-            if case .invalidRequest = error as? UpstreamError { return true }
-            return false
+        let (server, _) = try startTestEdge()
+        defer { Task { await server.stop() } }
+        let url = "http://127.0.0.1:\(server.port)/echo"
+        // A value with CR LF or a lone LF, a name with a colon; the bad header first or after good ones.
+        for (headers, bad) in [([("X-A", "b\r\nX-Evil: 1")], "X-A"), ([("Accept", "x"), ("X-B", "b\nc")], "X-B"),
+                               ([("Accept", "x"), ("X-C: d", "e")], "X-C: d")] {
+            await #expect {
+                _ = try await client.send(UpstreamRequest(url: url, headers: headers))
+            } throws: { error in
+                if case .invalidRequest(let message) = error as? UpstreamError { return message.contains(bad) }
+                return false
+            }
         }
+        // The handle the refused requests took serves the next one.
+        let answer = try await client.send(UpstreamRequest(method: "POST", url: url, headers: [("X-Fine", "yes")], body: Array("ok".utf8)))
+        #expect(answer.status == 200)
+        #expect(answer.body == Array("ok".utf8))
     }
 
     @Test("a response over the size limit is refused")

@@ -196,6 +196,13 @@ struct CoreSafetyTests {
         for broken in ["-6e7772", #"{"a":1"#, #"{"a" 1}"#, "[1,]", #"{"a":01}"#, "\"open", "1 2", "", "{\"a\":\"\u{01}\"}", "[" + String(repeating: "[", count: 70) + "]"] {
             #expect(Redaction.redactJSON(Array(broken.utf8)) == nil, "\(broken)")
         }
+        // Written after what a buffer holds (an event's data), or the buffer left as it was.
+        var buffer = Array(#"{"kind":"x","body":"#.utf8)
+        #expect(Redaction.appendRedactedJSON(Array(#" {"token" : "s","a":[1, 2]}"#.utf8), to: &buffer))
+        #expect(String(decoding: buffer, as: UTF8.self) == #"{"kind":"x","body":{"token":"[redacted]","a":[1,2]}"#)
+        let before = buffer
+        #expect(!Redaction.appendRedactedJSON(Array(#"{"token":"s","a":[1,"#.utf8), to: &buffer))
+        #expect(buffer == before)
     }
 
     @Test("client numbers: digits only, at most 19, inside their range; Int64's limits and one past them")

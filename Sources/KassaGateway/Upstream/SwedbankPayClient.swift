@@ -42,6 +42,8 @@ final class SwedbankPayClient: Sendable {
     static let longerCallTimeoutFactor = 3
 
     private let configuration: GatewayConfiguration
+    /// The `Authorization` header's value, written once.
+    private let authorization: String
     private let http: UpstreamClient
     private let eventLog: EventLog
     private let metrics: KassaMetrics
@@ -63,6 +65,7 @@ final class SwedbankPayClient: Sendable {
     init(configuration: GatewayConfiguration, http: UpstreamClient, eventLog: EventLog, metrics: KassaMetrics, clock: any WallClock,
          telemetry: Telemetry, logger: Logger) {
         self.configuration = configuration
+        authorization = "Bearer \(configuration.upstreamToken)"
         self.telemetry = telemetry
         self.clock = clock
         self.http = http
@@ -152,7 +155,7 @@ final class SwedbankPayClient: Sendable {
         // The event log redacts what it is given (tokens in this path included).
         let path = url?.path ?? call.url
         let mediaType = call.version?.mediaType ?? "application/json"
-        var headers = [("Authorization", "Bearer \(configuration.upstreamToken)"), ("Accept", mediaType)]
+        var headers = [("Authorization", authorization), ("Accept", mediaType)]
         let span = attemptSpan(call, url: url, path: path)
         if let traceparent = telemetry.traceparent(span.context) {
             headers.append(("traceparent", traceparent))
@@ -218,11 +221,11 @@ final class SwedbankPayClient: Sendable {
     /// Logs an exchange's event with its body under "body": a body within the log's limit as
     /// `EventLog.append(_:body:)` keeps it (redacted from the bytes when they are JSON, else their
     /// start); a larger one as `loggable` cuts its `document`, or `otherwise` when there is none.
-    private func log(_ event: LogEvent, body: [UInt8], document: @autoclosure () -> JSONValue?, otherwise: JSONValue) {
+    private func log(_ event: LogEvent, body: [UInt8], document: @autoclosure () -> JSONValue?, otherwise: @autoclosure () -> JSONValue) {
         if !body.isEmpty, body.count <= Self.loggedBodyLimit { return eventLog.append(event, body: body) }
         var event = event
         var data = event.data?.objectValue ?? [:]
-        data["body"] = document().map { Self.loggable($0, size: body.count) } ?? otherwise
+        data["body"] = document().map { Self.loggable($0, size: body.count) } ?? otherwise()
         event.data = .object(data)
         eventLog.append(event)
     }
