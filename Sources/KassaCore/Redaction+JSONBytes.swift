@@ -225,7 +225,7 @@ private struct RedactingCopy {
                 }
                 return true
             }
-            guard !hints.isEmpty, let redacted = Redaction.redactedText(text, hints: hints) else { return true }
+            guard let redacted = Redaction.redactedText(text, hints: hints) else { return true }
             replace(raw.range) { out in
                 out.append(UInt8(ascii: "\""))
                 out.append(contentsOf: redacted)
