@@ -26,6 +26,8 @@ out = sys.argv[1]
 # time every task was stalled on I/O (/proc/pressure/io "full", µs). A slow second can then be
 # told apart: inside the gateway, in its commits, or on the host.
 buckets = re.compile(r'^kassa_(push_latency|push_commit_wait|eventlog_write|eventlog_wal_restart)_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
+# The event log's writer's reads of the database's files (inside its commits): those past 1 ms came from the disk.
+writer_reads = re.compile(r'^kassa_sqlite_read_seconds_(?:bucket\{reader="eventlog",le="0\.001"\}|count\{reader="eventlog"\}) ([0-9.e+]+)$', re.M)
 port, next_scrape = None, 0.0
 while True:
     try:
@@ -42,6 +44,8 @@ while True:
             key = {"push_latency": "push", "push_commit_wait": "commit", "eventlog_write": "write", "eventlog_wal_restart": "restart"}
             for name, le, count in buckets.findall(text):
                 line[key[name]].append([float(le), float(count)])
+            reads = writer_reads.findall(text)   # within 1 ms, then all (builds before the metric: none)
+            if len(reads) == 2: line["writerReadsOver1Ms"] = float(reads[1]) - float(reads[0])
             cpu = open("/proc/stat").readline().split()
             line["iowaitTicks"], line["stealTicks"] = int(cpu[5]), int(cpu[8])
             full = open("/proc/pressure/io").read().split("full ")[1]
@@ -134,6 +138,7 @@ for a, b in zip(scrapes, scrapes[1:]):
                       "commitWaitP99Ms": quantile_ms(delta(a, b, "commit"), 0.99, digits=1) if a.get("commit") else None,
                       "slowestCommitMs": slowest_ms(delta(a, b, "write")),
                       "longestRestartHoldMs": slowest_ms(delta(a, b, "restart")) if a.get("restart") else None,
+                      "writerReadsOver1Ms": b["writerReadsOver1Ms"] - a["writerReadsOver1Ms"] if "writerReadsOver1Ms" in a and "writerReadsOver1Ms" in b else None,
                       "stealTicks": b["stealTicks"] - a["stealTicks"], "iowaitTicks": b["iowaitTicks"] - a["iowaitTicks"],
                       "ioFullMs": round((b["ioFullUs"] - a["ioFullUs"]) / 1000, 1)})
 slow = []
@@ -147,6 +152,7 @@ for line in timeline:
                  "commitWaitP99Ms": max((i["commitWaitP99Ms"] for i in near if i["commitWaitP99Ms"] is not None), default=None),
                  "slowestCommitMs": max((i["slowestCommitMs"] or 0) for i in near),
                  "longestRestartHoldMs": max((i["longestRestartHoldMs"] or 0) for i in near),
+                 "writerReadsOver1Ms": sum(i["writerReadsOver1Ms"] or 0 for i in near),
                  "stealTicks": sum(i["stealTicks"] for i in near), "iowaitTicks": sum(i["iowaitTicks"] for i in near),
                  "ioFullMs": round(sum(i["ioFullMs"] for i in near), 1)})
 print(json.dumps({"gatewaySeconds": len(intervals), "gatewaySecondsOver50Ms": sum((i["gatewayP99Ms"] or 0) > 50 for i in intervals),
@@ -158,6 +164,8 @@ print(json.dumps({"gatewaySeconds": len(intervals), "gatewaySecondsOver50Ms": su
                   "ofThemCommitOver50Ms": sum(s["slowestCommitMs"] > 50 for s in slow),
                   "ofThemRestartHoldOver50Ms": sum(s["longestRestartHoldMs"] > 50 for s in slow),
                   "secondsWithARestartHoldOver50Ms": sum((i["longestRestartHoldMs"] or 0) > 50 for i in intervals),
+                  "secondsWithWriterReadsOver1Ms": sum((i["writerReadsOver1Ms"] or 0) > 0 for i in intervals),
+                  "ofThemWithWriterReadsOver1Ms": sum(s["writerReadsOver1Ms"] > 0 for s in slow),
                   "ofThemWithSteal": sum(s["stealTicks"] > 0 for s in slow)}))
 for s in slow: print(json.dumps(s))
 PY

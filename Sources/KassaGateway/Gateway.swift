@@ -80,6 +80,8 @@ public final class Gateway: EdgeHandler {
             if ok { metrics.eventLogBatch(count: count, seconds: seconds) } else { metrics.eventLogWriteError() }
         }
         store.eventLog.onWALRestart { seconds in metrics.eventLogWALRestart(seconds: seconds) }
+        let readTimers = metrics.sqliteReadTimers()
+        store.onFileRead { reader, seconds in readTimers[reader]?.recordNanoseconds(Int64(seconds * 1e9)) }
     }
 
     /// The edge that serves this gateway, for WebSocket sends.

@@ -46,6 +46,8 @@ final class Checkpointer: Sendable {
             return nil
         }
         let thread = Thread.named("kassa-checkpoint", scheduling: .batch) { [self] in
+            FileReader.enter(.checkpoint)
+            defer { FileReader.leave() }
             var checkpointedAt: UInt64 = 0
             var quietSeconds = 0.0
             var lastFrames = 0

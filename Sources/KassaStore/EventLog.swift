@@ -219,7 +219,11 @@ public final class EventLog: Sendable {
         self.commitGather = commitGather
         let lastStored = try? pool.read { db in try Int64.fetchOne(db, sql: "SELECT at_ms FROM events ORDER BY id DESC LIMIT 1") }
         queue.withLock { $0.lastAtMs = (lastStored ?? nil) ?? .min }
-        Thread.named("kassa-eventlog", scheduling: .batch) { [self] in writerLoop() }.start()
+        Thread.named("kassa-eventlog", scheduling: .batch) { [self] in
+            FileReader.enter(.eventlog)
+            defer { FileReader.leave() }
+            writerLoop()
+        }.start()
     }
 
     /// Calls `observer` on the writer thread with each committed batch (ids set) while `isListening`

@@ -1,9 +1,11 @@
 import Glibc
 import GRDBSQLite
+import KassaCore
 import Synchronization
 
-/// SQLite's default file system with one change: a commit's WAL frames reach the file in one
-/// write instead of two per frame.
+/// SQLite's default file system with two changes: a commit's WAL frames reach the file in one
+/// write instead of two per frame, and each read of a database's files is timed for the store
+/// that asked (`FileReader`, `Store.onFileRead`).
 ///
 /// Why: SQLite writes each frame as two `pwrite`s, its 24-byte header and then its page. That is
 /// ≈ 57 system calls a commit here. And a 2 KiB page never covers a whole 4 KiB file page, so each
@@ -67,6 +69,8 @@ enum GatheredWAL {
 /// The WAL files open on one database in this process (one a connection).
 final class WALFiles: Sendable {
     private let files = Mutex<[ObjectIdentifier: GatheredWrites]>([:])
+    /// Told of each read of the database's file or its WAL, by which thread and how long it took.
+    let readObserver = Mutex<ReadObserver?>(nil)
     /// How many of them hold gathered bytes: most shared-memory calls find none and take no lock.
     let holding = Atomic<Int>(0)
 
@@ -85,6 +89,13 @@ final class WALFiles: Sendable {
             return code
         }
     }
+}
+
+/// A store's observer of reads, boxed: a closure taken out of a `Mutex` as itself would be wrapped
+/// in one more conversion thunk each time, and every read would call through all of them.
+final class ReadObserver: Sendable {
+    let observe: @Sendable (FileReader, Double) -> Void
+    init(_ observe: @escaping @Sendable (FileReader, Double) -> Void) { self.observe = observe }
 }
 
 /// Ours in a wrapped file's object: what comes before the default file system's calls on it.
@@ -202,6 +213,26 @@ final class GatheredWrites: WrappedFile, @unchecked Sendable {
     }
 }
 
+/// Which thread read a database's files. A page the kernel no longer holds is read from the disk,
+/// and a read made by the event log's writer is made inside a commit: every push waiting for that
+/// commit waits for the disk too. Which pages the kernel keeps is the host's choice (a memory
+/// limit, or proactive reclaim of cold pages: bench/RESULTS.md, forty-fifth stop).
+public enum FileReader: String, Sendable, CaseIterable {
+    /// The event log's writer thread.
+    case eventlog
+    /// The thread copying the WAL back (`Checkpointer`).
+    case checkpoint
+    /// Any other: readers, migrations, support's queries.
+    case other
+
+    private static let threads = Mutex<[UInt: FileReader]>([:])
+
+    /// The calling thread's reads count as `reader`'s until it calls `leave`.
+    static func enter(_ reader: FileReader) { threads.withLock { $0[UInt(pthread_self())] = reader } }
+    static func leave() { _ = threads.withLock { $0.removeValue(forKey: UInt(pthread_self())) } }
+    static var current: FileReader { threads.withLock { $0[UInt(pthread_self())] } ?? .other }
+}
+
 // MARK: The file system's calls (C function pointers: no captures)
 
 private func inner(_ file: UnsafeMutablePointer<sqlite3_file>) -> UnsafeMutablePointer<sqlite3_file> {
@@ -255,7 +286,17 @@ nonisolated(unsafe) private let wrappedMethods: UnsafeMutablePointer<sqlite3_io_
         let closed = inner(file).pointee.pMethods?.pointee.xClose?(inner(file)) ?? SQLITE_OK
         return code == SQLITE_OK ? closed : code
     }
-    m.xRead = { file, buffer, amount, offset in call(file) { $0.xRead?($1, buffer, amount, offset) } }
+    m.xRead = { file, buffer, amount, offset in
+        call(file) { methods, own in
+            guard let file, let observer = wrapped(file).database.readObserver.withLock({ $0 }) else {
+                return methods.xRead?(own, buffer, amount, offset)
+            }
+            let began = ContinuousClock.now
+            let code = methods.xRead?(own, buffer, amount, offset)
+            observer.observe(FileReader.current, began.duration(to: .now).inSeconds)
+            return code
+        }
+    }
     m.xTruncate = { file, size in call(file) { $0.xTruncate?($1, size) } }
     m.xSync = { file, flags in call(file) { $0.xSync?($1, flags) } }
     m.xFileSize = { file, size in call(file) { $0.xFileSize?($1, size) } }

@@ -63,9 +63,15 @@ public final class Store: Sendable {
         return kiB
     }
 
+    /// The database's open files in this process, found by the name SQLite gives the database
+    /// (its full path): `onFileRead` watches their reads. Nil for a database in memory.
+    private let files: WALFiles?
+
     private init(path: String, pool: DatabasePool, commitGather: Duration) {
         self.path = path
         self.database = pool
+        let fileName = try? pool.read { db in sqlite3_db_filename(db.sqliteConnection, "main").map { String(cString: $0) } }
+        self.files = (fileName ?? nil).flatMap { $0.isEmpty ? nil : GatheredWAL.files(of: $0) }
         self.eventLog = EventLog(pool: pool, commitGather: commitGather)
         let eventLog = self.eventLog
         self.checkpointer = Checkpointer(path: path, gate: eventLog.commitGate, written: { eventLog.writtenCount },
@@ -152,11 +158,20 @@ public final class Store: Sendable {
         return (try? pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
     }
 
+    /// Calls `observer` after each read of the database's file or its WAL, on the thread that made
+    /// it, with which thread that was and the read's seconds (for metrics: a read that took
+    /// milliseconds came from the disk). It replaces the one set before, and must return quickly.
+    public func onFileRead(_ observer: @escaping @Sendable (_ reader: FileReader, _ seconds: Double) -> Void) {
+        let boxed = ReadObserver(observer)
+        files?.readObserver.withLock { $0 = boxed }
+    }
+
     /// Stops the event log's writer after at most `grace` of flushing; returns the events it could not write.
     @discardableResult
     public func close(grace: Duration = .seconds(5)) async -> [LogEvent] {
         let unwritten = await eventLog.close(grace: grace)
         checkpointer?.stop()
+        files?.readObserver.withLock { $0 = nil }
         return unwritten
     }
 

@@ -63,6 +63,10 @@ struct ObservabilityTests {
         // SQLite's memory is counted (its page caches hold the flow's pages now).
         let sqliteBytes = sample("kassa_sqlite_memory_bytes") ?? 0
         #expect(sqliteBytes > 10_000, "kassa_sqlite_memory_bytes \(sqliteBytes)")
+        // Each kind of reader's series is there before its first read (the store's tests time the reads).
+        for reader in ["eventlog", "checkpoint", "other"] {
+            #expect(lines.contains { $0.hasPrefix("kassa_sqlite_read_seconds_count{reader=\"\(reader)\"} ") }, "no read series for \(reader)")
+        }
         for name in KassaMetricsNames.all { #expect(text.contains("# TYPE \(name) "), "\(name) is not exported") }
         #expect(!text.contains(session.id), "a session id became a label")
         await t.stop()

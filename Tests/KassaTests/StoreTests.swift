@@ -350,6 +350,40 @@ struct StoreTests {
         await store.close()
     }
 
+    @Test("each read of the database's files reaches the store's observer with its time and the thread that made it: the event log's writer, the checkpointer or another; not after the store closes")
+    func fileReadsObserved() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("k.sqlite")
+        let store = try Store.open(path: path)
+        let reads = Mutex<[FileReader: [Double]]>([:])
+        store.onFileRead { reader, seconds in reads.withLock { $0[reader, default: []].append(seconds) } }
+        func count(_ reader: FileReader) -> Int { reads.withLock { $0[reader]?.count ?? 0 } }
+        let summary = String(repeating: "x", count: 300)
+        for i in 0..<3_000 { store.eventLog.append(LogEvent(atMs: Int64(i), sessionID: "s\(i % 7)", kind: "test", summary: summary)) }
+        await store.eventLog.flush()
+        // A reader's connection starts with an empty cache: its pages come from the WAL's file.
+        _ = try store.eventLog.events(sessionID: "s3", limit: 1_000)
+        #expect(count(.other) > 0)
+        // Past the checkpointer's threshold of events it copies the WAL back, reading its frames.
+        for _ in 0..<100 where count(.checkpoint) == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(count(.checkpoint) > 0)
+        // With its cache emptied, the writer reads the pages its next commit changes.
+        try await store.pool.write { db in try db.execute(sql: "PRAGMA shrink_memory") }
+        let writerReads = count(.eventlog)
+        store.eventLog.append(LogEvent(atMs: 5_000, sessionID: "s1", kind: "test", summary: summary))
+        await store.eventLog.flush()
+        #expect(count(.eventlog) > writerReads)
+        #expect(reads.withLock { $0.values.joined().allSatisfy { $0 >= 0 && $0 < 5 } })
+        await store.close()
+        // A store opened later on the file has no observer until it is given one.
+        let seen = reads.withLock { $0.values.map(\.count).reduce(0, +) }
+        let reopened = try Store.open(path: path)
+        _ = try reopened.eventLog.events(sessionID: "s1", limit: 1_000)
+        #expect(reads.withLock { $0.values.map(\.count).reduce(0, +) } == seen)
+        await reopened.close()
+    }
+
     @Test("journal is WAL; a new database gets the store's page size, one that exists keeps its own")
     func walMode() async throws {
         let dir = TempDirectory()

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import KassaCore
+import KassaStore
 import Metrics
 import Prometheus
 import Synchronization
@@ -67,7 +68,14 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_process_resident_memory_bytes", kind: .gauge, help: "Resident memory of the process.", labels: []),
         Metric(name: "kassa_process_open_fds", kind: .gauge, help: "Open file descriptors of the process.", labels: []),
         Metric(name: "kassa_sqlite_memory_bytes", kind: .gauge, help: "Memory SQLite holds (its page caches, each bounded), part of the resident memory.", labels: []),
+        // A read past a millisecond came from the disk; the event log's are inside a commit, so its pushes waited for them.
+        Metric(name: "kassa_sqlite_read_seconds", kind: .histogram(seconds: true),
+               help: "Time of one read of the database's file or its WAL, by the thread that made it (eventlog: the event log's writer, inside a commit; checkpoint; other).",
+               labels: ["reader"], buckets: sqliteReadBuckets),
     ]
+
+    /// From the kernel's page cache a read takes microseconds, from this kind of disk milliseconds.
+    static let sqliteReadBuckets: [Double] = [0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
 
     public let registry = PrometheusCollectorRegistry()
     let factory: Factory
@@ -237,6 +245,11 @@ public final class KassaMetrics: Sendable {
     }
 
     func eventLogWriteError() { counter("kassa_eventlog_write_errors_total").increment() }
+
+    /// The read-time series of each kind of reader, made once (reads are timed as they happen).
+    func sqliteReadTimers() -> [FileReader: CoreMetrics.Timer] {
+        Dictionary(uniqueKeysWithValues: FileReader.allCases.map { ($0, timer("kassa_sqlite_read_seconds", ("reader", $0.rawValue))) })
+    }
 
     func eventLogWALRestart(seconds: Double) {
         timer("kassa_eventlog_wal_restart_seconds").recordNanoseconds(Int64(seconds * 1e9))
