@@ -116,6 +116,7 @@ PY
 # it: the gateway's own push p99 (state change to frame written) and the p99 of its part until the
 # commit handed the push to the edge (builds before that metric: null), the slowest event-log commit and
 # the longest hold of the commits for a WAL restart (the upper bounds of their histogram buckets),
+# the event log writer's reads past 1 ms (from the disk, inside its commits; builds before that metric: 0),
 # and the host's stolen and I/O-wait ticks and full
 # I/O stall. The gateway's own count of seconds over 50 ms comes first.
 if [ -s "$out/seconds.jsonl" ] && [ -s "$out/client.start" ]; then python3 - "$out" <<'PY'

@@ -91,8 +91,9 @@ final class WALFiles: Sendable {
     }
 }
 
-/// A store's observer of reads, boxed: a closure taken out of a `Mutex` as itself would be wrapped
-/// in one more conversion thunk each time, and every read would call through all of them.
+/// A store's observer of reads, boxed: a closure kept in a `Mutex` itself comes back from each
+/// `withLock { $0 }` wrapped in one more pair of conversion thunks, stored so (swiftlang/swift#91348),
+/// and every read would call through all of them.
 final class ReadObserver: Sendable {
     let observe: @Sendable (FileReader, Double) -> Void
     init(_ observe: @escaping @Sendable (FileReader, Double) -> Void) { self.observe = observe }
