@@ -223,8 +223,6 @@ public enum FileReader: String, Sendable, CaseIterable {
     case eventlog
     /// The thread copying the WAL back (`Checkpointer`).
     case checkpoint
-    /// The thread reading a new payment order's index leaf ahead of the writer (`Store.readIndexLeaf`).
-    case prefetch
     /// Any other: readers, migrations, support's queries.
     case other
 

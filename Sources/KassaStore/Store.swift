@@ -228,38 +228,11 @@ extension Store {
     public func recordPaymentOrder(payeeReference: String, paymentOrderID: String?, setInstrumentHref: String? = nil,
                                    apiVersion: String? = nil, sessionID: String? = nil, atMs: Int64,
                                    within: Duration = Store.rowWriteTimeout, waiting: Bool = true) async throws {
-        if let paymentOrderID { await readIndexLeaf(ofPaymentOrder: paymentOrderID) }
         eventLog.upsert(paymentOrder: PaymentOrderRecord(payeeReference: payeeReference, paymentOrderID: paymentOrderID,
                                                          setInstrumentHref: setInstrumentHref, apiVersion: apiVersion, createdAtMs: atMs,
                                                          sessionID: sessionID))
         if waiting { try await committed("payment order \(payeeReference)", within: within) }
     }
-
-    /// Reads, before an order is queued, the leaf of `payment_orders_by_id` its id goes into. The
-    /// ids are Swedbank Pay's random GUIDs, so that leaf is any one of thousands, and one the kernel
-    /// has dropped comes from the disk in 3–12 ms (bench/RESULTS.md, forty-fifth stop). Read by the
-    /// event log's writer, inside a commit, every push waiting for that commit waits for the disk
-    /// too; read here first, only this order's flow does, and the writer finds the page in the
-    /// kernel's cache. The single-writer database's usual remedy: fetch the writer's pages ahead of it.
-    func readIndexLeaf(ofPaymentOrder id: String) async {
-        let database = database
-        await withCheckedContinuation { (read: CheckedContinuation<Void, Never>) in
-            Self.prefetchThread.async {
-                // The lookup's own answer is not wanted, nor a snapshot: no transaction.
-                _ = try? database.unsafeRead { db in
-                    try Int.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM payment_orders WHERE payment_order_id = ?"), arguments: [id])
-                }
-                read.resume()
-            }
-        }
-    }
-
-    /// The thread `readIndexLeaf` reads on: off the Swift pool, as the read may wait for the disk.
-    static let prefetchThread: SerialThread = {
-        let thread = SerialThread(name: "kassa-prefetch")
-        thread.async { FileReader.enter(.prefetch) }
-        return thread
-    }()
 
     static let upsertPaymentOrderSQL = """
         INSERT INTO payment_orders(payee_reference, payment_order_id, setinstrument_href, api_version, created_at_ms, session_id)

@@ -64,7 +64,7 @@ struct ObservabilityTests {
         let sqliteBytes = sample("kassa_sqlite_memory_bytes") ?? 0
         #expect(sqliteBytes > 10_000, "kassa_sqlite_memory_bytes \(sqliteBytes)")
         // Each kind of reader's series is there before its first read (the store's tests time the reads).
-        for reader in ["eventlog", "checkpoint", "prefetch", "other"] {
+        for reader in ["eventlog", "checkpoint", "other"] {
             #expect(lines.contains { $0.hasPrefix("kassa_sqlite_read_seconds_count{reader=\"\(reader)\"} ") }, "no read series for \(reader)")
         }
         for name in KassaMetricsNames.all { #expect(text.contains("# TYPE \(name) "), "\(name) is not exported") }

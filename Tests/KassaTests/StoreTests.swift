@@ -384,35 +384,6 @@ struct StoreTests {
         await reopened.close()
     }
 
-    @Test("a new payment order's index leaf is read ahead of the writer, on the prefetch thread")
-    func paymentOrderLeafReadAhead() async throws {
-        let dir = TempDirectory()
-        defer { dir.cleanup() }
-        let store = try Store.open(path: dir.file("k.sqlite"))
-        let reads = Mutex<[FileReader]>([])
-        store.onFileRead { reader, _ in reads.withLock { $0.append(reader) } }
-        func count(_ reader: FileReader) -> Int { reads.withLock { $0.filter { $0 == reader }.count } }
-        // Enough orders for the index to span many leaves; then every connection's cache emptied,
-        // so the next lookup reads its leaf from the file.
-        for i in 0..<2_000 {
-            try await store.recordPaymentOrder(payeeReference: "K\(i)", paymentOrderID: "/psp/paymentorders/\(UUID().uuidString.lowercased())",
-                                               atMs: Int64(i), waiting: i == 1_999)
-        }
-        #expect(count(.prefetch) > 0)
-        try await store.pool.write { db in try db.execute(sql: "PRAGMA shrink_memory") }
-        store.pool.releaseMemory()
-        let before = count(.prefetch)
-        let id = "/psp/paymentorders/\(UUID().uuidString.lowercased())"
-        try await store.recordPaymentOrder(payeeReference: "K-new", paymentOrderID: id, atMs: 3_000)
-        #expect(count(.prefetch) > before)
-        #expect(try store.paymentOrder(id: id)?.payeeReference == "K-new")
-        // An order without an id yet has no leaf in that index to read.
-        let withoutID = count(.prefetch)
-        try await store.recordPaymentOrder(payeeReference: "K-none", paymentOrderID: nil, atMs: 3_001)
-        #expect(count(.prefetch) == withoutID)
-        await store.close()
-    }
-
     @Test("journal is WAL; a new database gets the store's page size, one that exists keeps its own")
     func walMode() async throws {
         let dir = TempDirectory()
