@@ -48,53 +48,68 @@ public struct JSONInput: Sendable {
         problems.append(FieldProblem(field: field, description: description))
     }
 
+    // Each check reads the value at a path, or one given (a `JSONReader`'s, named `field`); a
+    // null counts as missing.
+
     public mutating func string(_ path: String, required: Bool = true, maxLength: Int = 4096) -> String? {
-        guard let value = value(path) else {
-            if required { fail(path, "is required") }
-            return nil
-        }
-        guard case .string(let s) = value else { fail(path, "must be a string"); return nil }
+        string(value(path), field: path, required: required, maxLength: maxLength)
+    }
+
+    public mutating func string(_ value: JSONValue?, field: String, required: Bool = true, maxLength: Int = 4096) -> String? {
+        guard let value = present(value, field, required) else { return nil }
+        guard case .string(let s) = value else { fail(field, "must be a string"); return nil }
         // A string has no more characters than UTF-8 bytes: most are let through without counting them.
-        guard s.utf8.count <= maxLength || s.count <= maxLength else { fail(path, "must be at most \(maxLength) characters"); return nil }
+        guard s.utf8.count <= maxLength || s.count <= maxLength else { fail(field, "must be at most \(maxLength) characters"); return nil }
         return s
     }
 
     public mutating func integer(_ path: String, required: Bool = true, minimum: Int = Int.min) -> Int? {
-        guard let value = value(path) else {
-            if required { fail(path, "is required") }
-            return nil
-        }
-        guard let n = value.intValue else { fail(path, "must be a whole number"); return nil }
-        guard n >= minimum else { fail(path, "must be at least \(minimum)"); return nil }
+        integer(value(path), field: path, required: required, minimum: minimum)
+    }
+
+    public mutating func integer(_ value: JSONValue?, field: String, required: Bool = true, minimum: Int = Int.min) -> Int? {
+        guard let value = present(value, field, required) else { return nil }
+        guard let n = value.intValue else { fail(field, "must be a whole number"); return nil }
+        guard n >= minimum else { fail(field, "must be at least \(minimum)"); return nil }
         return n
     }
 
     public mutating func bool(_ path: String, required: Bool = true) -> Bool? {
-        guard let value = value(path) else {
-            if required { fail(path, "is required") }
-            return nil
-        }
+        guard let value = present(value(path), path, required) else { return nil }
         guard let b = value.boolValue else { fail(path, "must be true or false"); return nil }
         return b
     }
 
     public mutating func object(_ path: String, required: Bool = true) -> [String: JSONValue]? {
-        guard let value = value(path) else {
-            if required { fail(path, "is required") }
-            return nil
-        }
-        guard let o = value.objectValue else { fail(path, "must be an object"); return nil }
+        object(value(path), field: path, required: required)
+    }
+
+    public mutating func object(_ value: JSONValue?, field: String, required: Bool = true) -> [String: JSONValue]? {
+        guard let value = present(value, field, required) else { return nil }
+        guard let o = value.objectValue else { fail(field, "must be an object"); return nil }
         return o
     }
 
     public mutating func strings(_ path: String, required: Bool = true) -> [String]? {
-        guard let value = value(path) else {
-            if required { fail(path, "is required") }
-            return nil
-        }
-        guard let a = value.arrayValue else { fail(path, "must be an array of strings"); return nil }
+        strings(value(path), field: path, required: required)
+    }
+
+    public mutating func strings(_ value: JSONValue?, field: String, required: Bool = true) -> [String]? {
+        guard let value = present(value, field, required) else { return nil }
+        guard let a = value.arrayValue else { fail(field, "must be an array of strings"); return nil }
         let strings = a.compactMap(\.stringValue)
-        guard strings.count == a.count else { fail(path, "must be an array of strings"); return nil }
+        guard strings.count == a.count else { fail(field, "must be an array of strings"); return nil }
         return strings
+    }
+
+    /// `value` unless it is missing or null, which fails a required field.
+    private mutating func present(_ value: JSONValue?, _ field: String, _ required: Bool) -> JSONValue? {
+        switch value {
+        case nil, .null?:
+            if required { fail(field, "is required") }
+            return nil
+        case let value?:
+            return value
+        }
     }
 }

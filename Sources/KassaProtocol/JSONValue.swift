@@ -573,6 +573,17 @@ public struct JSONName {
 
     public var string: String { decoded ?? String(decoding: plain, as: UTF8.self) }
 
+    /// The name written as a JSON string: a plain one's bytes as they stand.
+    public func write(into out: inout [UInt8]) {
+        guard let decoded else {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: plain)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        JSONValue.writeString(decoded, into: &out)
+    }
+
     /// Equal as Strings are: by bytes when both are plain ASCII (whose Strings are equal exactly
     /// when their bytes are), as Strings otherwise (which counts canonical equivalents as equal).
     func isSame(as other: JSONName) -> Bool {
@@ -706,10 +717,20 @@ public struct JSONReader {
     /// The array here as its bytes in the document, checked as `skip` checks it, for a reader
     /// that may parse it later (`JSONValue.parse`); nil, the value stepped over, for any other value.
     public mutating func rawArray() throws(JSONParseError) -> [UInt8]? {
-        let start = parser.index
         let isArray = isAt(UInt8(ascii: "["))
-        try parser.skipValue()
-        return isArray ? Array(parser.bytes[start..<parser.index]) : nil
+        let (_, raw) = try spanning { _ throws(JSONParseError) in }
+        return isArray ? Array(raw) : nil
+    }
+
+    /// The value here read by `body` (stepped over when `body` reads none), and the bytes it
+    /// spans in the document: for a writer that passes a value on as it came. The bytes are valid
+    /// only inside `read`, as a `JSONName` is.
+    public mutating func spanning<T>(_ body: (inout JSONReader) throws(JSONParseError) -> T)
+        throws(JSONParseError) -> (T, UnsafeBufferPointer<UInt8>) {
+        let start = parser.index
+        let value = try body(&self)
+        if parser.index == start { try parser.skipValue() }
+        return (value, UnsafeBufferPointer(rebasing: parser.bytes[start..<parser.index]))
     }
 }
 

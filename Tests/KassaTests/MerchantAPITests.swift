@@ -40,8 +40,8 @@ struct MerchantAPITests {
     func orderNamesItsSessionOnlyWhenOneCanFollow() async throws {
         let t = try TestNode()
         // No version and no productName: Swedbank Pay makes a v2 order, which has no payment session.
-        let v2 = try await t.node.gateway.merchant.createPaymentOrder(JSONInput(Self.paymentOrder()), traceID: "t", sessionID: "s-v2")
-        let v3 = try await t.node.gateway.merchant.createPaymentOrder(JSONInput(Self.paymentOrder()), traceID: "t", sessionID: "s-v3",
+        let v2 = try await t.node.gateway.merchant.createPaymentOrder(Self.paymentOrder().bytes, traceID: "t", sessionID: "s-v2")
+        let v3 = try await t.node.gateway.merchant.createPaymentOrder(Self.paymentOrder().bytes, traceID: "t", sessionID: "s-v3",
                                                                       version: .v3_1)
         #expect(v2.viewPaymentSession == nil && v3.viewPaymentSession != nil)
         await t.node.store.eventLog.flush()

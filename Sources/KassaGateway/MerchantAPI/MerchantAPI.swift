@@ -93,7 +93,7 @@ extension MerchantAPI {
 
     /// The app's order goes upstream as it is: its `productName` picks the version, as with the SDKs.
     func paymentOrders(_ context: RequestContext) async throws -> HTTPResponse {
-        try await createPaymentOrder(try input(context), traceID: context.traceID).response
+        try await createPaymentOrder(context.request.body, traceID: context.traceID).response
     }
 
     /// A payment order Kassa created upstream and stored.
@@ -168,16 +168,19 @@ extension MerchantAPI {
         }
     }
 
-    /// Validates a `{"paymentorder": {…}}` document, gives it Kassa's payee
+    /// Validates a `{"paymentorder": {…}}` document (its bytes), gives it Kassa's payee
     /// reference, creates it upstream and stores it (seed 000).
     /// `version`: asked for in the media types (nil: the body's productName decides, as the SDKs do).
     /// `sessionID`: the session it is made for, whose row the caller stores next and waits for:
     /// that commit carries the order's row too, so it is not waited for on its own.
-    func createPaymentOrder(_ input: JSONInput, traceID: String, sessionID: String? = nil,
+    func createPaymentOrder(_ document: [UInt8], traceID: String, sessionID: String? = nil,
                             version: PaymentOrderVersion? = nil) async throws -> CreatedPaymentOrder {
-        let (body, payeeReference) = try orderToCreate(input)
+        // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000). Time first,
+        // like a session's id: two indexes are keyed by it, and random keys rewrote a leaf of each per order.
+        let payeeReference = "K" + Secrets.timeOrderedHex(nowMs: clock.nowMs(), randomBytes: 9)
+        let body = try OrderToCreate.upstreamBody(document, payeeReference: payeeReference, payeeID: configuration.payeeID)
         let (result, problem, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
-                                                      url: swedbankPay.url("/psp/paymentorders"), body: body, traceID: traceID,
+                                                      url: swedbankPay.url("/psp/paymentorders"), encodedBody: body, traceID: traceID,
                                                       sessionID: sessionID, version: version, parsesSuccessfulAnswer: false))
         let (response, recorded) = try createdAnswer(result, problem)
         // Named as the session's only when a session can be made from it (the caller refuses one
@@ -197,48 +200,6 @@ extension MerchantAPI {
     }
 
     // The steps around the awaits are plain functions, as in `SwedbankPayClient.send`.
-
-    /// The order's document as it goes upstream, checked, with Kassa's payee reference in it.
-    @inline(never)
-    private func orderToCreate(_ input: JSONInput) throws -> (body: JSONValue, payeeReference: String) {
-        var input = input
-        guard var order = input.object("paymentorder") else {
-            throw MerchantProblem.badRequest(input.problems[0].field, input.problems[0].description)
-        }
-        _ = input.string("paymentorder.operation", required: false)
-        _ = input.string("paymentorder.currency")
-        _ = input.integer("paymentorder.amount", minimum: 0)
-        _ = input.integer("paymentorder.vatAmount", minimum: 0)
-        _ = input.string("paymentorder.description")
-        _ = input.string("paymentorder.userAgent", required: false)
-        _ = input.string("paymentorder.language", required: false)
-        _ = input.string("paymentorder.instrument", required: false)
-        _ = input.object("paymentorder.urls")
-        _ = input.strings("paymentorder.urls.hostUrls")
-        _ = input.string("paymentorder.urls.completeUrl")
-        _ = input.object("paymentorder.payeeInfo", required: false)
-        _ = input.string("paymentorder.productName", required: false)
-        if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
-
-        // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000). Time first,
-        // like a session's id: two indexes are keyed by it, and random keys rewrote a leaf of each per order.
-        let payeeReference = "K" + Secrets.timeOrderedHex(nowMs: clock.nowMs(), randomBytes: 9)
-        var payeeInfo = order["payeeInfo"]?.objectValue ?? [:]
-        payeeInfo["payeeReference"] = .string(payeeReference)
-        // Both SDKs send payeeId "" by default (swedbank-pay-sdk-ios SwedbankPaySDK/Classes/SwedbankPaySDK+Extensions/
-        // PaymentOrder.swift; swedbank-pay-sdk-android mobilesdk/…/PayeeInfo.kt): empty counts as missing.
-        if (payeeInfo["payeeId"]?.stringValue ?? "").isEmpty {
-            guard let payeeID = configuration.payeeID else {
-                throw MerchantProblem.badRequest("paymentorder.payeeInfo.payeeId", "is required (or start Kassa with --payee-id)")
-            }
-            payeeInfo["payeeId"] = .string(payeeID)
-        }
-        order["payeeInfo"] = .object(payeeInfo)
-        order["operation"] = order["operation"] ?? "Purchase"
-        var body = input.document.objectValue ?? [:]
-        body["paymentorder"] = .object(order)
-        return (.object(body), payeeReference)
-    }
 
     /// Swedbank Pay's answer to the create, as forwarded, and the order read from it.
     @inline(never)

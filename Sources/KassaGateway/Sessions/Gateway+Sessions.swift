@@ -43,7 +43,7 @@ extension Gateway {
         case .href(let given):
             upstream = (given, nil, nil)
         case .order(let order, let version):
-            let created = try await merchant.createPaymentOrder(JSONInput(["paymentorder": .object(order)]), traceID: context.traceID,
+            let created = try await merchant.createPaymentOrder(JSONValue.object(["paymentorder": .object(order)]).bytes, traceID: context.traceID,
                                                                 sessionID: id, version: version)
             upstream = try sessionUpstream(created)
         }

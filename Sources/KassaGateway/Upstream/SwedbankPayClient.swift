@@ -19,6 +19,8 @@ final class SwedbankPayClient: Sendable {
         var method: String
         var url: String
         var body: JSONValue?
+        /// A body already written (a created order's, `OrderToCreate`), sent instead of `body`.
+        var encodedBody: [UInt8]?
         var traceID: String
         var sessionID: String?
         /// A payment order API version to ask for in the media types; nil: plain JSON (the SDKs' way).
@@ -162,15 +164,12 @@ final class SwedbankPayClient: Sendable {
         } else if TraceContext.isTraceID(call.traceID) {
             headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID)))
         }
-        var bodyBytes: [UInt8]?
-        if let body = call.body {
-            headers.append(("Content-Type", mediaType))
-            bodyBytes = body.bytes
-        }
+        let bodyBytes = call.encodedBody ?? call.body?.bytes
+        if bodyBytes != nil { headers.append(("Content-Type", mediaType)) }
         log(LogEvent(atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
                      summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
                      data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]),
-            body: bodyBytes ?? [], document: call.body, otherwise: .null)
+            body: bodyBytes ?? [], document: call.body ?? bodyBytes.flatMap { try? JSONValue.parse($0) }, otherwise: .null)
         let started = ContinuousClock.now
         let origin = url?.origin ?? ""
         guard circuitAllows(origin) else { return InFlight(path: path, origin: origin, span: span, started: started) }
