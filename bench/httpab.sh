@@ -10,30 +10,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/httpab.sh BIN_A BIN_B [pairs] [path]" >&2; exit 2; }
 a=$1 b=$2 pairs=${3:-2} path=${4:-/swedbank-pay-mobile/}
-dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; } >&2
 out=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]} 2>/dev/null || true; rm -rf "$out"' EXIT
-source bench/caps.sh
-script=()
-[[ $path == */paymentorders ]] && script=(-s bench/paymentorder.lua)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+source bench/wrkgateway.sh
+mapfile -t script < <(wrk_script "$path")
 
 run() {  # side binary
   local side=$1 bin=$2
-  local sim_port=$((20000 + RANDOM % 10000)); local port=$((sim_port + 1))
-  local caps; mapfile -t caps < <(serve_caps "$bin")
-  taskset -c 0 "$bin" sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim.log" 2>&1 & local sim=$!
-  taskset -c 1 "$bin" serve --listen "127.0.0.1:$port" --db "$out/$side.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
-    --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning \
-    "${caps[@]}" >"$out/serve.log" 2>&1 & local gw=$!
-  pids=($sim $gw)
-  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  pids=()
+  start_gateway "$side" "$bin" "$out"
+  local gw=${gateway[$side]}
   local before; before=$(cpu_ticks $gw)
-  local rps; rps=$(taskset -c 0 wrk -t2 -c64 -d10s -H "Your-Api-Key: bench-key" "${script[@]}" "http://127.0.0.1:$port$path" | awk '/Requests\/sec/ {print $2}')
+  local rps; rps=$(taskset -c 0 wrk -t2 -c64 -d10s -H "Your-Api-Key: bench-key" "${script[@]}" "http://127.0.0.1:${port[$side]}$path" | awk '/Requests\/sec/ {print $2}')
   local ticks=$(( $(cpu_ticks $gw) - before ))
-  kill $gw $sim; wait $gw $sim 2>/dev/null || true
-  rm -f "$out/$side".sqlite*
+  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   python3 -c "import sys; rps, t, hz = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]); \
 print(f'{sys.argv[1]} {rps:10.0f} {t / hz:7.2f} {t / hz * 1e6 / (rps * 10):8.2f}')" "$side" "$rps" "$ticks" "$(getconf CLK_TCK)" | tee -a "$out/runs"
 }

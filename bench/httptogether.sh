@@ -11,26 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/httptogether.sh BIN_A BIN_B [rounds] [path]" >&2; exit 2; }
 a=$1 b=$2 rounds=${3:-3} path=${4:-/swedbank-pay-mobile/paymentorders}
-dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; } >&2
 out=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]} 2>/dev/null || true; rm -rf "$out"' EXIT
-source bench/caps.sh
-script=()
-[[ $path == */paymentorders ]] && script=(-s bench/paymentorder.lua)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-declare -A gateway port
-
-start() {  # side binary: a canned upstream and a gateway with a fresh database
-  local side=$1 bin=$2 caps
-  local sim_port=$((20000 + RANDOM % 10000)); port[$side]=$((sim_port + 1))
-  mapfile -t caps < <(serve_caps "$bin")
-  taskset -c 0 "$bin" sim --canned --listen "127.0.0.1:$sim_port" >"$out/sim-$side.log" 2>&1 & pids+=($!)
-  taskset -c 1 "$bin" serve --listen "127.0.0.1:${port[$side]}" --db "$out/$side.sqlite" --upstream-url "http://127.0.0.1:$sim_port" \
-    --upstream-token kassa-simulator-token --api-keys bench-key --admin-token bench-admin --log-level warning \
-    "${caps[@]}" >"$out/serve-$side.log" 2>&1 & gateway[$side]=$!; pids+=($!)
-  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:${port[$side]}/healthz" && break; sleep 0.1; done
-}
+source bench/wrkgateway.sh
+mapfile -t script < <(wrk_script "$path")
 
 load() {  # seconds: both wrk runs at once, each one's output in $out/wrk-<side>
   local w=()
@@ -43,14 +28,13 @@ load() {  # seconds: both wrk runs at once, each one's output in $out/wrk-<side>
 echo "round  A answers/s  µs/answer   B answers/s  µs/answer   B/A"
 for i in $(seq "$rounds"); do
   pids=()
-  start A "$a"; start B "$b"
+  start_gateway A "$a" "$out"; start_gateway B "$b" "$out"
   load 3
   before_a=$(cpu_ticks "${gateway[A]}"); before_b=$(cpu_ticks "${gateway[B]}")
   load 10
   ticks_a=$(( $(cpu_ticks "${gateway[A]}") - before_a )); ticks_b=$(( $(cpu_ticks "${gateway[B]}") - before_b ))
   rps_a=$(awk '/Requests\/sec/ {print $2}' "$out/wrk-A"); rps_b=$(awk '/Requests\/sec/ {print $2}' "$out/wrk-B")
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
-  rm -f "$out"/*.sqlite*
   python3 -c "import sys; i, ra, rb, ta, tb, hz = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]); \
 ua, ub = ta / hz * 1e6 / (ra * 10), tb / hz * 1e6 / (rb * 10); \
 print(f'{i:5} {ra:12.0f} {ua:10.1f} {rb:13.0f} {ub:10.1f}   {ub / ua:.3f}')" "$i" "$rps_a" "$rps_b" "$ticks_a" "$ticks_b" "$(getconf CLK_TCK)"
