@@ -104,6 +104,22 @@ struct OrderToCreateTests {
         #expect(sent > 100, "some changed documents still pass the checks")
     }
 
+    @Test("the Sessions API's origin is added to hostUrls once; a missing or mistyped hostUrls becomes it")
+    func hostURLAdded() throws {
+        func hosts(_ urls: String) throws -> JSONValue? {
+            let document = #"{"paymentorder":{"currency":"SEK","amount":1,"vatAmount":0,"description":"d","urls":"# + urls + "}}"
+            let body = try OrderToCreate.upstreamBody(Array(document.utf8), payeeReference: Self.reference, payeeID: "p",
+                                                      addingHostURL: "https://kassa.example")
+            return try JSONValue.parse(body)["paymentorder"]?["urls"]?["hostUrls"]
+        }
+        #expect(try hosts(#"{"hostUrls":["https://shop.example"],"completeUrl":"c"}"#) == ["https://shop.example", "https://kassa.example"])
+        #expect(try hosts(#"{"hostUrls":["https://kassa.example"],"completeUrl":"c"}"#) == ["https://kassa.example"])
+        #expect(try hosts(#"{"completeUrl":"c"}"#) == ["https://kassa.example"])
+        #expect(try hosts(#"{"hostUrls":"x","completeUrl":"c"}"#) == ["https://kassa.example"])
+        #expect(Self.problem(#"{"paymentorder":{"currency":"SEK","amount":1,"vatAmount":0,"description":"d","urls":{"hostUrls":[]}}}"#)
+                == "paymentorder.urls.completeUrl")
+    }
+
     @Test("a good order passes")
     func goodOrder() {
         #expect(Self.problem(#"{"paymentorder":{"currency":"SEK","amount":1,"vatAmount":0,"description":"d","# + Self.urls + "}}") == nil)

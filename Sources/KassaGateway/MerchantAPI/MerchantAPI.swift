@@ -173,12 +173,14 @@ extension MerchantAPI {
     /// `version`: asked for in the media types (nil: the body's productName decides, as the SDKs do).
     /// `sessionID`: the session it is made for, whose row the caller stores next and waits for:
     /// that commit carries the order's row too, so it is not waited for on its own.
+    /// `hostURL`: an origin added to the order's hostUrls (`OrderToCreate`).
     func createPaymentOrder(_ document: [UInt8], traceID: String, sessionID: String? = nil,
-                            version: PaymentOrderVersion? = nil) async throws -> CreatedPaymentOrder {
+                            version: PaymentOrderVersion? = nil, addingHostURL hostURL: String? = nil) async throws -> CreatedPaymentOrder {
         // The gateway's own unique id goes upstream as payeeInfo.payeeReference (seed 000). Time first,
         // like a session's id: two indexes are keyed by it, and random keys rewrote a leaf of each per order.
         let payeeReference = "K" + Secrets.timeOrderedHex(nowMs: clock.nowMs(), randomBytes: 9)
-        let body = try OrderToCreate.upstreamBody(document, payeeReference: payeeReference, payeeID: configuration.payeeID)
+        let body = try OrderToCreate.upstreamBody(document, payeeReference: payeeReference, payeeID: configuration.payeeID,
+                                                  addingHostURL: hostURL)
         let (result, problem, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
                                                       url: swedbankPay.url("/psp/paymentorders"), encodedBody: body, traceID: traceID,
                                                       sessionID: sessionID, version: version, parsesSuccessfulAnswer: false))

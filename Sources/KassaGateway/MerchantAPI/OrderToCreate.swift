@@ -16,7 +16,9 @@ enum OrderToCreate {
 
     /// The upstream document, once `document` passed the seed's Merchant Backend checks (else the
     /// first problem). `payeeID`: the configured one, for an order whose payeeInfo has none (or "").
-    static func upstreamBody(_ document: [UInt8], payeeReference: String, payeeID: String?) throws(Problem) -> [UInt8] {
+    /// `hostURL`: an origin to add to urls.hostUrls (the Sessions API's own, for its payment menu page).
+    static func upstreamBody(_ document: [UInt8], payeeReference: String, payeeID: String?,
+                             addingHostURL hostURL: String? = nil) throws(Problem) -> [UInt8] {
         var checked = Checked()
         // The root's members before and after paymentorder, which goes between them.
         var root: [UInt8] = [], orderAt = 0
@@ -36,7 +38,7 @@ enum OrderToCreate {
                     }
                     orderAt = root.count
                     let (isOrder, raw) = try r.spanning { r throws(JSONParseError) in
-                        try r.object { r, name throws(JSONParseError) in try Self.read(&r, name, &checked, into: &members) }
+                        try r.object { r, name throws(JSONParseError) in try Self.read(&r, name, &checked, hostURL, into: &members) }
                     }
                     checked.order = Self.kind(isObject: isOrder, raw)
                 }
@@ -74,11 +76,25 @@ enum OrderToCreate {
 
     /// One member of paymentorder: a checked one taken as a value, and every one but payeeInfo
     /// copied to `members` as it came.
-    private static func read(_ r: inout JSONReader, _ name: JSONName, _ checked: inout Checked,
+    private static func read(_ r: inout JSONReader, _ name: JSONName, _ checked: inout Checked, _ hostURL: String?,
                              into members: inout [UInt8]) throws(JSONParseError) {
         if name == "payeeInfo" { checked.payeeInfo = try r.value(); return }
         name.write(into: &members)
         members.append(UInt8(ascii: ":"))
+        if name == "urls", let hostURL {
+            // Written again with the origin added; a hostUrls that is no array becomes one of it.
+            var urls = try r.value()
+            if var fields = urls.objectValue {
+                var hosts = fields["hostUrls"]?.arrayValue ?? []
+                if !hosts.contains(.string(hostURL)) { hosts.append(.string(hostURL)) }
+                fields["hostUrls"] = .array(hosts)
+                (checked.hostUrls, checked.completeUrl) = (fields["hostUrls"], fields["completeUrl"])
+                urls = .object(fields)
+            }
+            checked.urls = urls
+            urls.write(into: &members)
+            return members.append(UInt8(ascii: ","))
+        }
         if name == "amount" || name == "vatAmount" {
             // Written again, as a whole number the way the SDKs send it (1500 for 1.5e3).
             let value = try r.value()
@@ -114,7 +130,7 @@ enum OrderToCreate {
     }
 
     /// What the checks need of a value read member by member: whether it is an object, or null.
-    private static func kind(isObject: Bool, _ raw: UnsafeBufferPointer<UInt8>) -> JSONValue {
+    static func kind(isObject: Bool, _ raw: UnsafeBufferPointer<UInt8>) -> JSONValue {
         isObject ? .object([:]) : (raw.first == UInt8(ascii: "n") ? .null : .bool(false))
     }
 

@@ -42,9 +42,9 @@ extension Gateway {
         switch source {
         case .href(let given):
             upstream = (given, nil, nil)
-        case .order(let order, let version):
-            let created = try await merchant.createPaymentOrder(JSONValue.object(["paymentorder": .object(order)]).bytes, traceID: context.traceID,
-                                                                sessionID: id, version: version)
+        case .order(let document, let version):
+            let created = try await merchant.createPaymentOrder(document, traceID: context.traceID, sessionID: id, version: version,
+                                                                addingHostURL: merchant.publicBase(context.request))
             upstream = try sessionUpstream(created)
         }
         let actor: SessionActor, token: String
@@ -65,10 +65,11 @@ extension Gateway {
 
     // The steps around the awaits are plain functions, as in `SwedbankPayClient.send`.
 
-    /// Where a new session's PaymentSession comes from: an href the merchant has, or an order to create.
+    /// Where a new session's PaymentSession comes from: an href the merchant has, or an order to
+    /// create (its `{"paymentorder": …}` document, as the Merchant API takes it).
     private enum SessionSource {
         case href(String)
-        case order([String: JSONValue], version: PaymentOrderVersion?)
+        case order([UInt8], version: PaymentOrderVersion?)
     }
 
     /// A create request read and checked: where its PaymentSession comes from, and the client's device.
@@ -84,36 +85,50 @@ extension Gateway {
             throw ProblemError(.serviceUnavailable("the event log cannot be written (\(failure)); no new sessions until it can"),
                                headers: [("retry-after", "5")])
         }
-        var input: JSONInput
-        switch JSONInput.parse(context.request.body) {
-        case .success(let parsed): input = parsed
-        case .failure(let problem): throw Problem.badRequest("the body \(problem.description)", parameter: problem.field)
+        // Read from the bytes: the order goes on as the client wrote it (`OrderToCreate`), with no tree.
+        var client: JSONValue?, view: JSONValue?, order: (kind: JSONValue, document: [UInt8], productName: JSONValue?)?
+        let isObject: Bool
+        do {
+            isObject = try JSONReader.read(context.request.body) { r throws(JSONParseError) -> Bool in
+                try r.object { r, name throws(JSONParseError) in
+                    switch name {
+                    case "client": client = try r.value()
+                    case "viewPaymentSession": view = try r.value()
+                    case "paymentOrder":
+                        var productName: JSONValue?
+                        let (isOrder, raw) = try r.spanning { r throws(JSONParseError) in
+                            try r.object { r, name throws(JSONParseError) in if name == "productName" { productName = try r.value() } }
+                        }
+                        order = (OrderToCreate.kind(isObject: isOrder, raw),
+                                 Array(#"{"paymentorder":"#.utf8) + raw + [UInt8(ascii: "}")], productName)
+                    default: break
+                    }
+                }
+            }
+        } catch {
+            throw Problem.badRequest("the body is not valid JSON: \(error)", parameter: "body")
         }
+        guard isObject else { throw Problem.badRequest("the body must be a JSON object", parameter: "body") }
         var device: ClientDevice?
-        if let given = input.value("client"), given != .null {
-            device = try ClientDevice.parse(given).get()
+        if let client, client != .null {
+            device = try ClientDevice.parse(client).get()
         }
-        if let given = input.string("viewPaymentSession", required: false, maxLength: 2048) {
+        var input = JSONInput(.null)   // its checks only: the values come from the reader
+        if let given = input.string(view, field: "viewPaymentSession", required: false, maxLength: 2048) {
             guard swedbankPay.isAllowed(given) else {
                 throw Problem.badRequest("viewPaymentSession must be an http(s) URL on an allowed upstream host", parameter: "viewPaymentSession")
             }
             return (.href(given), device)
         }
-        guard var order = input.object("paymentOrder", required: false) else {
+        guard let order, input.object(order.kind, field: "paymentOrder", required: false) != nil else {
             if let first = input.problems.first { throw Problem.badRequest("\(first.field) \(first.description)", parameter: first.field) }
             throw Problem.badRequest("send viewPaymentSession (a view-paymentsession href) or paymentOrder", parameter: "body")
         }
         // A PaymentSession needs a v3 order: ask for 3.1 unless the order names Checkout3 itself
-        // (which makes it 3.0; 3.1 has no productName). See PaymentOrderVersion.
-        let version: PaymentOrderVersion? = PaymentOrderVersion.isCheckout3(order["productName"]?.stringValue) ? nil : .v3_1
-        // The payment menu's host page (/menu/) is served from here: its origin must be a host URL.
-        if let base = merchant.publicBase(context.request), var urls = order["urls"]?.objectValue {
-            var hosts = urls["hostUrls"]?.arrayValue ?? []
-            if !hosts.contains(.string(base)) { hosts.append(.string(base)) }
-            urls["hostUrls"] = .array(hosts)
-            order["urls"] = .object(urls)
-        }
-        return (.order(order, version: version), device)
+        // (which makes it 3.0; 3.1 has no productName). See PaymentOrderVersion. The payment menu's
+        // host page (/menu/) is served from here: its origin goes into hostUrls (createSessionNow).
+        let version: PaymentOrderVersion? = PaymentOrderVersion.isCheckout3(order.productName?.stringValue) ? nil : .v3_1
+        return (.order(order.document, version: version), device)
     }
 
     /// The created order's view-paymentsession, checked, with the order's references.
