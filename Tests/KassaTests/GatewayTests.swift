@@ -84,6 +84,8 @@ struct GatewayTests {
         #expect(events.first?.data?["requestId"]?.stringValue == "abc-123")
         #expect(events.first.map { TraceContext.isTraceID($0.traceID ?? "") } == true)
         #expect(events.first?.data?["path"]?.stringValue == "/no/such/thing")
+        // The client's address is personal data: only its network is kept.
+        #expect(events.first?.data?["remote"]?.stringValue == "127.0.0.0/24")
         await t.stop()
     }
 

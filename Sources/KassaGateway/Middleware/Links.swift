@@ -36,7 +36,7 @@ struct AccessLog: Middleware {
                 summary: "\(request.method.rawValue) \(request.path) → \(response.status)", durationMs: ms, status: response.status,
                 traceID: exchange.traceID,
                 data: ["method": .string(request.method.rawValue), "path": .string(request.path), "route": .string(routeName),
-                       "remote": .string(request.remoteAddress), "requestId": .string(exchange.requestID)]))
+                       "remote": .string(ClientAddress.network(request.remoteAddress)), "requestId": .string(exchange.requestID)]))
         }
         return response
     }

@@ -136,7 +136,7 @@ extension SessionService {
         record(LogEvent(atMs: nowMs(), sessionID: id, kind: "ws.open", summary: "subscribed since \(since)",
                                        traceID: actor.traceID,
                                        data: ["connection": .number(Double(connection)), "since": .number(Double(since)),
-                                              "remote": .string(upgrade.remoteAddress)]))
+                                              "remote": .string(ClientAddress.network(upgrade.remoteAddress))]))
         await actor.subscribe(connection, since: since)
     }
 
