@@ -2,12 +2,14 @@ import KassaCore
 
 /// A merchant's `{"paymentorder": {…}}` (seed 000) made into the document that goes upstream,
 /// from its bytes: the members Kassa checks are read as values, and every member goes on as it
-/// came but `payeeInfo`, which is written again with Kassa's payee reference (and `operation`,
-/// added when it is missing). A tree of the whole order, looked up by path and written again,
-/// was about a twelfth of a created order's CPU.
+/// came but these, written again: `payeeInfo` with Kassa's payee reference, `amount` and
+/// `vatAmount` as whole numbers, `urls` when an origin is added to it; `operation` is added when
+/// missing. A tree of the whole order, looked up by path and written again, was about a twelfth
+/// of a created order's CPU.
 enum OrderToCreate {
-    /// The checked members as read (nil: missing). `order`, `urls` and the root stand for their
-    /// kind only (`.object([:])` for an object): their members are read one by one.
+    /// The checked members as read (nil: missing). `order`, and `urls` unless an origin is added
+    /// to it, stand for their kind only (`.object([:])` for an object, `kind`): their members are
+    /// read one by one.
     private struct Checked {
         var order: JSONValue?
         var operation, currency, amount, vatAmount, description, userAgent, language, instrument: JSONValue?
