@@ -67,16 +67,13 @@ public enum ClientAddress {
             }
             return out
         }
-        let halves = text.components(separatedBy: "::")
-        switch halves.count {
-        case 1:
-            guard let all = groups(Substring(halves[0])), all.count == 8 else { return nil }
+        guard let gap = text.firstRange(of: "::") else {
+            guard let all = groups(text), all.count == 8 else { return nil }
             return all
-        case 2:
-            guard let head = groups(Substring(halves[0])), let tail = groups(Substring(halves[1])), head.count + tail.count < 8 else { return nil }
-            return head + [UInt16](repeating: 0, count: 8 - head.count - tail.count) + tail
-        default:
-            return nil
         }
+        guard text[gap.upperBound...].firstRange(of: "::") == nil,
+              let head = groups(text[..<gap.lowerBound]), let tail = groups(text[gap.upperBound...]),
+              head.count + tail.count < 8 else { return nil }
+        return head + [UInt16](repeating: 0, count: 8 - head.count - tail.count) + tail
     }
 }

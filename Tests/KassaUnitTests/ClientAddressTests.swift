@@ -8,7 +8,7 @@ struct ClientAddressTests {
         ("2001:db8:a:b::1", "2001:db8:a::/48"), ("2001:0DB8:000a:0:0:0:0:1", "2001:db8:a::/48"), ("::1", "0:0:0::/48"),
         ("fe80::1%eth0", "fe80:0:0::/48"), ("::ffff:203.0.113.7", "203.0.113.0/24"), ("::ffff:cb00:7107", "203.0.113.0/24"),
         ("", ""), ("256.1.1.1", "[redacted]"), ("1.2.3", "[redacted]"), ("1.2.3.4.5", "[redacted]"), ("01234.1.1.1", "[redacted]"),
-        ("1::2::3", "[redacted]"), ("1:2:3:4:5:6:7:8:9", "[redacted]"), ("12345::", "[redacted]"), ("g::1", "[redacted]"),
+        ("1::2::3", "[redacted]"), (":::", "[redacted]"), ("1:2:3:4:5:6:7:8:9", "[redacted]"), ("12345::", "[redacted]"), ("g::1", "[redacted]"),
         ("shop.example", "[redacted]"), ("+46701234567", "[redacted]"),
     ])
     func network(_ address: String, _ kept: String) {
