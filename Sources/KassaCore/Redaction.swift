@@ -16,6 +16,13 @@ public enum Redaction {
         "expirydate", "expirymonth", "expiryyear", "recurrencetoken", "unscheduledtoken", "useragent",
         "pin", "securitycode", "email", "emailaddress", "e-mail", "socialsecuritynumber", "ssn",
         "nationalidentifier", "nationalidentitynumber", "personalnumber", "personalidentitynumber",
+        // A payer's name and address, as a payment order's `payer` and `riskIndicator` carry them
+        // (swedbank-pay-sdk-mobile-example-merchant, paymentOrderRequest.json): an address object
+        // goes whole, so its `name` does too without every product's and problem's `name`.
+        "firstname", "lastname", "fullname", "first_name", "last_name", "full_name", "middlename", "payername",
+        "cardholdername", "addressee", "streetaddress", "coaddress", "zipcode", "postalcode", "city",
+        "pickupaddress", "shippingaddress", "billingaddress", "deliveryemailaddress", "ipaddress",
+        "consumerprofileref", "dateofbirth", "birthdate",
     ]
     /// Parts of member names that make any name a secret's: `upstreamToken`, `client_secret`,
     /// `db-password`, `card_cvc`. (Their boolean values stay: `generatePaymentToken: true`.)
@@ -23,8 +30,9 @@ public enum Redaction {
                                              "cvc", "cvv", "securitycode", "security_code", "privatekey", "private_key"]
         .map { Array($0.utf8) }
     /// Member names whose values are personal data kept only as a suffix.
+    /// A merchant's reference for its payer is one too: support is told it and searches by its end.
     static let suffixKeys: Set<String> = ["msisdn", "phone", "phonenumber", "mobilenumber", "mobilephonenumber",
-                                          "homephonenumber", "workphonenumber"]
+                                          "homephonenumber", "workphonenumber", "payerreference"]
 
     public static func isSecretKey(_ key: String) -> Bool { rule(forKey: key) == .secret }
 
@@ -41,6 +49,9 @@ public enum Redaction {
         /// Whole names, by length: `names[byLength[n]..<byLength[n + 1]]` are the names n bytes long.
         let names: UnsafeBufferPointer<Entry>
         let byLength: UnsafeBufferPointer<Int>
+        /// For each length, the first letters of the names that long, as bits: most member names
+        /// share a length with some name but begin with none of their letters.
+        let firstLetters: UnsafeBufferPointer<UInt32>
         /// Parts, by first letter: `parts[byLetter[l]..<byLetter[l + 1]]` begin with letter l (0 is `a`).
         let parts: UnsafeBufferPointer<Entry>
         let byLetter: UnsafeBufferPointer<Int>
@@ -57,6 +68,10 @@ public enum Redaction {
             let names = (secretKeys.map { (Array($0.utf8), KeyRule.secret) } + suffixKeys.map { (Array($0.utf8), KeyRule.suffix) })
                 .sorted { $0.0.count < $1.0.count }.map { entry($0.0, $0.1) }
             let byLength = (0...(names.last?.count ?? 0) + 1).map { n in names.firstIndex { $0.count >= n } ?? names.count }
+            precondition(names.allSatisfy { (0x61...0x7A).contains(bytes[$0.start]) })
+            let firstLetters = byLength.indices.map { n in
+                names.filter { $0.count == n }.reduce(UInt32(0)) { $0 | 1 << UInt32(bytes[$1.start] - 0x61) }
+            }
             precondition(secretNameParts.allSatisfy { $0.count >= 3 && (0x61...0x7A).contains($0[0]) && (0x61...0x7A).contains($0[1]) })
             let parts = secretNameParts.sorted { $0[0] < $1[0] }.map { entry($0, .secret) }
             let byLetter = (0...26).map { l in parts.firstIndex { Int(bytes[$0.start]) - 0x61 >= l } ?? parts.count }
@@ -70,6 +85,7 @@ public enum Redaction {
             }
             (self.bytes, self.names, self.byLength, self.parts, self.byLetter) = (kept(bytes), kept(names), kept(byLength), kept(parts), kept(byLetter))
             self.secondLetters = kept(secondLetters)
+            self.firstLetters = kept(firstLetters)
         }
     }
     private static let nameTable = NameTable()
@@ -106,7 +122,8 @@ public enum Redaction {
             }
             return true
         }
-        if b.count + 1 < table.byLength.count {
+        if b.count > 0, b.count + 1 < table.byLength.count,
+           case let first = Int(lower(b[0])) &- 0x61, first >= 0, first < 26, table.firstLetters[b.count] & (1 << UInt32(first)) != 0 {
             for n in table.byLength[b.count]..<table.byLength[b.count + 1] where matches(table.names[n], at: 0) {
                 return table.names[n].rule
             }

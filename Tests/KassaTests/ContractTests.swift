@@ -164,6 +164,30 @@ struct ContractTests {
         }
     }
 
+    @Test("the sample's full order goes upstream whole, and neither the event log nor a log line keeps the payer's name or address")
+    func fullOrderPayerNotLogged() async throws {
+        try await withTestNode(configure: { $0.payeeID = Self.payeeID }) { t in
+            let created = try await send(t, "POST", "/swedbank-pay-mobile/paymentorders", ["paymentorder": Self.fullOrder])
+            #expect(created.status == 201)
+            let answer = try JSONValue.parse(created.body)
+            let id = try #require((answer["paymentOrder"] ?? answer["paymentorder"])?["id"]?.stringValue, "a v2 order: no productName")
+            let upstream = try JSONValue.parse(try await upstreamOrder(t, id).body)
+            #expect((upstream["paymentOrder"] ?? upstream["paymentorder"])?["riskIndicator"]?["pickUpAddress"]?["streetAddress"]?.stringValue == "Helgestavägen 9",
+                    "Swedbank Pay gets the address as the app sent it")
+            let session = try await t.sessions.createResponse(["paymentOrder": Self.fullOrder])
+            #expect(session.status == 201)
+            await t.node.store.eventLog.flush()
+            let requests = try t.node.store.eventLog.events().filter { $0.kind == "upstream.request" }
+            let bodies = requests.map { String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }
+            #expect(bodies.filter { $0.contains("Product1") }.count == 2, "both orders' bodies are in the log")
+            let everything = try t.node.store.eventLog.events().map { $0.summary + String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }.joined()
+            for personal in ["Leia", "Ahlstr", "Helgestav", "19792"] {
+                #expect(!everything.contains(personal), "\(personal) in the event log")
+                #expect(!t.logs.text.contains(personal), "\(personal) in a log line")
+            }
+        }
+    }
+
     @Test("answers are read in either spelling; a v2 answer has no PaymentSession")
     func readsBothSpellings() throws {
         // Seed 000's v2 answer.

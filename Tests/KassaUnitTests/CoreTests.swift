@@ -138,6 +138,36 @@ struct CoreSafetyTests {
         #expect(Redaction.redactHeader(name: "Your-Api-Key", value: "k") == Redaction.placeholder)
     }
 
+    @Test("a payer's name, address and reference are cut by name, in a tree and in bytes alike; products', problems' and settings' names stay")
+    func redactionPayer() throws {
+        // The sample merchant's order (swedbank-pay-sdk-mobile-example-merchant, paymentOrderRequest.json, shape only).
+        let order: JSONValue = ["paymentorder": [
+            "payer": ["firstName": "Leia", "lastName": "Ahlström", "payerReference": "cust-778812", "consumerProfileRef": "7d5788219e5bc43350e75ac633e0480ab30ad20f96797a12b96e54da869714c4",
+                      "shippingAddress": ["addressee": "Leia Ahlström", "streetAddress": "Helgestavägen 9", "coAddress": "c/o Solo", "zipCode": "19792", "city": "Bro", "countryCode": "SE"]],
+            "orderItems": [["reference": "P1", "name": "Product1", "quantity": 1]],
+            "riskIndicator": ["deliveryEmailAddress": "leia@example.com", "deliveryTimeFrameIndicator": "01",
+                              "pickUpAddress": ["name": "Leia Ahlström", "streetAddress": "Helgestavägen 9", "zipCode": "19792", "city": "Bro", "countryCode": "SE"]],
+            "shippingAddressRestrictedToCountryCodes": ["SE", "NO"],
+        ], "problems": [["name": "paymentorder.payer.firstName", "description": "is required"]]]
+        let tree = Redaction.redact(order)
+        let bytes = try #require(Redaction.redactJSON(order.bytes))
+        #expect(try JSONValue.parse(bytes) == tree, "the byte scanner and the tree agree")
+        let text = String(decoding: bytes, as: UTF8.self)
+        for personal in ["Leia", "Ahlstr", "Helgestav", "Solo", "19792", "Bro", "cust-778812", "leia@", "7d5788219e5bc43350e75ac633e0"] {
+            #expect(!text.contains(personal), "\(personal) in \(text)")
+        }
+        let payer = tree["paymentorder"]?["payer"]
+        #expect(payer?["firstName"]?.stringValue == Redaction.placeholder && payer?["lastName"]?.stringValue == Redaction.placeholder)
+        #expect(payer?["payerReference"]?.stringValue == "…8812", "searchable by its end, as an MSISDN")
+        #expect(payer?["shippingAddress"]?.stringValue == Redaction.placeholder, "an address goes whole")
+        #expect(tree["paymentorder"]?["riskIndicator"]?["pickUpAddress"]?.stringValue == Redaction.placeholder)
+        #expect(tree["paymentorder"]?["riskIndicator"]?["deliveryTimeFrameIndicator"]?.stringValue == "01")
+        #expect(tree["paymentorder"]?["orderItems"]?.arrayValue?.first?["name"]?.stringValue == "Product1")
+        #expect(tree["paymentorder"]?["shippingAddressRestrictedToCountryCodes"]?.arrayValue == ["SE", "NO"])
+        #expect(tree["problems"]?.arrayValue?.first?["name"]?.stringValue == "paymentorder.payer.firstName")
+        #expect(Redaction.redactJSON(bytes) == bytes, "a second pass changes nothing")
+    }
+
     @Test("member names match in any case, whole names only, and non-ASCII names as Unicode lower-cases them")
     func redactionKeyNames() {
         #expect(Redaction.isSecretKey("TOKEN") && Redaction.isSecretKey("CardNumber") && Redaction.isSecretKey("x-api-key"))
