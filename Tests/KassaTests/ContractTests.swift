@@ -177,10 +177,10 @@ struct ContractTests {
             let session = try await t.sessions.createResponse(["paymentOrder": Self.fullOrder])
             #expect(session.status == 201)
             await t.node.store.eventLog.flush()
-            let requests = try t.node.store.eventLog.events().filter { $0.kind == "upstream.request" }
-            let bodies = requests.map { String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }
+            let events = try t.node.store.eventLog.events()
+            let bodies = events.filter { $0.kind == "upstream.request" }.map { String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }
             #expect(bodies.filter { $0.contains("Product1") }.count == 2, "both orders' bodies are in the log")
-            let everything = try t.node.store.eventLog.events().map { $0.summary + String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }.joined()
+            let everything = events.map { $0.summary + String(decoding: ($0.data ?? .null).bytes, as: UTF8.self) }.joined()
             for personal in ["Leia", "Ahlstr", "Helgestav", "19792"] {
                 #expect(!everything.contains(personal), "\(personal) in the event log")
                 #expect(!t.logs.text.contains(personal), "\(personal) in a log line")
