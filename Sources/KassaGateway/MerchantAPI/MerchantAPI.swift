@@ -83,7 +83,7 @@ extension MerchantAPI {
         if let first = input.problems.first { throw MerchantProblem.badRequest(first.field, first.description) }
 
         let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "initiate-consumer-session", method: "POST",
-                                                                           url: swedbankPay.url("/psp/consumers"), body: input.document,
+                                                                           url: swedbankPay.url("/psp/consumers"), body: .document(input.document),
                                                                            traceID: context.traceID))
         return try forward(result, parsed) { document in
             Self.operation(document, rel: "view-consumer-identification") != nil
@@ -182,7 +182,7 @@ extension MerchantAPI {
         let body = try OrderToCreate.upstreamBody(document, payeeReference: payeeReference, payeeID: configuration.payeeID,
                                                   addingHostURL: hostURL)
         let (result, problem, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "create-paymentorder", method: "POST",
-                                                      url: swedbankPay.url("/psp/paymentorders"), encodedBody: body, traceID: traceID,
+                                                      url: swedbankPay.url("/psp/paymentorders"), body: .written(body), traceID: traceID,
                                                       sessionID: sessionID, version: version, parsesSuccessfulAnswer: false))
         let (response, recorded) = try createdAnswer(result, problem)
         // Named as the session's only when a session can be made from it (the caller refuses one
@@ -258,7 +258,7 @@ extension MerchantAPI {
         guard swedbankPay.isAllowed(href) else { throw MerchantProblem.badGateway("the setinstrument operation points outside the upstream") }
 
         let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(operation: "update-paymentorder-setinstrument", method: "PATCH",
-                                                     url: href, body: input.document, traceID: context.traceID,
+                                                     url: href, body: .document(input.document), traceID: context.traceID,
                                                      version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         let response = try forward(result, parsed) { _ in nil }
         let instruments = parsed.flatMap { ($0["paymentOrder"] ?? $0["paymentorder"])?["availableInstruments"] } ?? .array([])
@@ -291,7 +291,7 @@ extension MerchantAPI {
         var body = input.document.objectValue ?? [:]
         body["href"] = nil
         let (result, parsed, _) = await swedbankPay.send(SwedbankPayClient.Call(
-            operation: operation == "Abort" ? "abort" : "set-instrument", method: "PATCH", url: href, body: .object(body),
+            operation: operation == "Abort" ? "abort" : "set-instrument", method: "PATCH", url: href, body: .document(.object(body)),
             traceID: context.traceID, version: record.apiVersion.flatMap(PaymentOrderVersion.init)))
         return try forward(result, parsed) { _ in nil }
     }

@@ -18,9 +18,7 @@ final class SwedbankPayClient: Sendable {
         var operation: String
         var method: String
         var url: String
-        var body: JSONValue?
-        /// A body already written (a created order's, `OrderToCreate`), sent instead of `body`.
-        var encodedBody: [UInt8]?
+        var body: Body? = nil
         var traceID: String
         var sessionID: String?
         /// A payment order API version to ask for in the media types; nil: plain JSON (the SDKs' way).
@@ -37,6 +35,28 @@ final class SwedbankPayClient: Sendable {
         /// `PaymentOutput.decode`, a created order's `MerchantAPI.PaymentOrderAnswer.decode`):
         /// `send` then parses only an answer outside 2xx into a tree.
         var parsesSuccessfulAnswer = true
+
+        /// What a call sends: a tree, written when sent, or a body already written (a created
+        /// order's, `OrderToCreate`), sent as it is.
+        enum Body {
+            case document(JSONValue)
+            case written([UInt8])
+
+            var bytes: [UInt8] {
+                switch self {
+                case .document(let document): document.bytes
+                case .written(let bytes): bytes
+                }
+            }
+
+            /// The tree, when the call has one: a body over the log's limit is cut from it.
+            var document: JSONValue? {
+                switch self {
+                case .document(let document): document
+                case .written(let bytes): try? JSONValue.parse(bytes)
+                }
+            }
+        }
     }
 
     /// Card calls (`SessionCall.takesLonger`) get three times the time of the others and half as
@@ -164,12 +184,12 @@ final class SwedbankPayClient: Sendable {
         } else if TraceContext.isTraceID(call.traceID) {
             headers.append(("traceparent", TraceContext.traceparent(traceID: call.traceID)))
         }
-        let bodyBytes = call.encodedBody ?? call.body?.bytes
+        let bodyBytes = call.body?.bytes
         if bodyBytes != nil { headers.append(("Content-Type", mediaType)) }
         log(LogEvent(atMs: clock.nowMs(), sessionID: call.sessionID, kind: "upstream.request",
                      summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
                      data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]),
-            body: bodyBytes ?? [], document: call.body ?? bodyBytes.flatMap { try? JSONValue.parse($0) }, otherwise: .null)
+            body: bodyBytes ?? [], document: call.body?.document, otherwise: .null)
         let started = ContinuousClock.now
         let origin = url?.origin ?? ""
         guard circuitAllows(origin) else { return InFlight(path: path, origin: origin, span: span, started: started) }
@@ -354,7 +374,7 @@ final class SwedbankPayClient: Sendable {
         }
         while true {
             let exchangeStarted = clock.nowMs()
-            let (result, document, durationMs) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body,
+            let (result, document, durationMs) = await send(Call(operation: call.rel, method: call.method, url: call.href, body: call.body.map(Call.Body.document),
                                                      traceID: traceID, sessionID: sessionID, timeoutMs: timeoutMs,
                                                      parent: span.context, resendCount: retry, parsedURL: url,
                                                      parsesSuccessfulAnswer: false))
