@@ -45,8 +45,10 @@ test-deps:
 build:
 	$(SWIFT) build
 
+## The release binary as the image ships it and the benchmarks run it: Swift's runtime linked in
+## (bench/release.sh says why).
 build-release:
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --product kassa --static-swift-stdlib
 
 clean:
 	rm -rf .build

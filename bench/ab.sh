@@ -5,21 +5,23 @@
 # the simulator and client CPU 0.
 # Prints one line a run, then each side's mean and the ratio base/this for gateway CPU per flow.
 # Usage: bench/ab.sh [pairs] [scenario] [extra kassa load options…]   (default 3 pairs, flows.json)
-#   KASSA_AB_BASE=commit   the base (default 4056be9); built once in .build-ab/<commit> (a worktree).
+#   KASSA_AB_BASE=commit   the base (default 4056be9); built once in .build-ab/<commit> (a worktree), the
+#     same way as this tree (bench/release.sh: as the image ships it, both at 4056be9 and now).
 #   KASSA_AB_BASE_BIN=path use that binary as the base instead.
 #   KASSA_EVENT_LOGGING=off  this tree's gateway sends no event-logging beacons (the base has none):
 #     the same upstream work per flow on both sides (5 exchanges, not 11).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 pairs=${1:-3}; scenario=${2:-bench/scenarios/flows.json}; shift $(( $# < 2 ? $# : 2 ))
 base=${KASSA_AB_BASE:-4056be9}
 if [ -z "${KASSA_AB_BASE_BIN:-}" ]; then
   tree=.build-ab/$base
   [ -d "$tree" ] || git worktree add --detach "$tree" "$base" >/dev/null
-  (cd "$tree" && swift build -c release --product kassa >/dev/null)
+  release_build "$tree"
   KASSA_AB_BASE_BIN=$tree/.build/release/kassa
 fi
-swift build -c release --product kassa >/dev/null
+release_build
 this=.build/release/kassa
 export KASSA_BENCH_CLIENT_BIN=$this KASSA_BENCH_PIN=${KASSA_BENCH_PIN:-1:0}
 results=$(mktemp)

@@ -14,9 +14,11 @@
 #   KASSA_COMPARE_HTTP_PAIRS=N (default 1) runs each Merchant API pair N times, Kassa and nginx in turn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 for p in nginx-light wrk; do dpkg -s $p >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p; } >&2; done   # stdout is the report
-swift build -c release --product kassa >/dev/null
-swift build -c release --package-path bench/push-server-hummingbird --scratch-path .build-hummingbird >/dev/null
+release_build
+# Both Swift servers built alike: with Swift's runtime linked in, as each is deployed.
+swift build -c release --package-path bench/push-server-hummingbird --scratch-path .build-hummingbird --static-swift-stdlib >/dev/null
 kassa=.build/release/kassa
 pin=${KASSA_BENCH_PIN-1:0}
 server=(); harness=()

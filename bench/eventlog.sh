@@ -4,8 +4,9 @@
 # Usage: bench/eventlog.sh [EVENTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 events="${1:-5000000}"
-swift build -c release --product kassa >/dev/null
+release_build
 db="$(mktemp -d)/bench.sqlite"
 .build/release/kassa bench eventlog --db "$db" --events "$events" --samples 2000
 rm -rf "$(dirname "$db")"

@@ -9,8 +9,9 @@
 #   KASSA_BENCH_BIN=path measures that kassa binary (default: a release build of this tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 pairs=${1:-3}; seconds=${2:-20}
-if [ -z "${KASSA_BENCH_BIN:-}" ]; then swift build -c release --product kassa >/dev/null; export KASSA_BENCH_BIN=.build/release/kassa; fi
+if [ -z "${KASSA_BENCH_BIN:-}" ]; then release_build; export KASSA_BENCH_BIN=.build/release/kassa; fi
 export KASSA_BENCH_PIN=${KASSA_BENCH_PIN:-1:0} KASSA_BENCH_UPSTREAM=canned
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 for n in 1 3; do

@@ -28,8 +28,9 @@
 # commits; and each gateway thread's CPU per flow by its kernel name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 scenario="$1"; shift
-if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else swift build -c release --product kassa >/dev/null; kassa=.build/release/kassa; fi
+if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else release_build; kassa=.build/release/kassa; fi
 out="${KASSA_BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"
 rm -f "$out"/kassa.sqlite*   # a fresh database: a previous run's sessions would be recovered

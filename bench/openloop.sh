@@ -9,8 +9,9 @@
 #   KASSA_BENCH_BIN, KASSA_BENCH_CLIENT_BIN as for bench/load.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 seconds=${1:-20}; scenario=${2:-bench/scenarios/flows.json}
-if [ -z "${KASSA_BENCH_BIN:-}" ]; then swift build -c release --product kassa >/dev/null; export KASSA_BENCH_BIN=.build/release/kassa; fi
+if [ -z "${KASSA_BENCH_BIN:-}" ]; then release_build; export KASSA_BENCH_BIN=.build/release/kassa; fi
 export KASSA_BENCH_PIN=${KASSA_BENCH_PIN:-1:0}
 row() {
   python3 - "$1" "$2" <<'PY'

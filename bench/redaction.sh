@@ -6,7 +6,8 @@
 # Usage: bench/redaction.sh [seconds] (KASSA_BENCH_BIN=path runs that build; pinned to CPU 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else swift build -c release --product kassa >/dev/null; kassa=.build/release/kassa; fi
+source bench/release.sh
+if [ -n "${KASSA_BENCH_BIN:-}" ]; then kassa=$KASSA_BENCH_BIN; else release_build; kassa=.build/release/kassa; fi
 out=$(mktemp -d)
 port=$((20000 + RANDOM % 10000))
 taskset -c 0 "$kassa" sim --canned --listen "127.0.0.1:$port" >"$out/sim.log" 2>&1 & sim=$!

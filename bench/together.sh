@@ -10,12 +10,13 @@
 #     alone (as KASSA_BENCH_SERVE_ENV): one binary under two settings.
 #   The scenario is flows.json with 200 clients a side (KASSA_TOGETHER_SCENARIO, --clients to
 #   change); KASSA_BENCH_UPSTREAM (default canned here) and KASSA_EVENT_LOGGING pass through.
-#   Both sides are driven by A's load client, so the harness is the same on both.
+#   Both sides are driven by one load client, A's unless KASSA_BENCH_CLIENT_BIN names another (an old
+#   build as A: its client may predate the scenario's options), so the harness is the same on both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=$1; b=$2; rounds=${3:-3}; shift $(( $# < 3 ? $# : 3 ))
 scenario=${KASSA_TOGETHER_SCENARIO:-bench/scenarios/flows.json}
-export KASSA_BENCH_UPSTREAM=${KASSA_BENCH_UPSTREAM:-canned} KASSA_BENCH_PIN=1:0 KASSA_BENCH_CLIENT_BIN=$a
+export KASSA_BENCH_UPSTREAM=${KASSA_BENCH_UPSTREAM:-canned} KASSA_BENCH_PIN=1:0 KASSA_BENCH_CLIENT_BIN=${KASSA_BENCH_CLIENT_BIN:-$a}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 side() {   # side NAME BIN ENV [load options…]: one load.sh run, its JSON line in $work/NAME

@@ -6,8 +6,9 @@
 # Usage: bench/traces.sh [pairs] [scenario]   (default 2 pairs, bench/scenarios/flows.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/release.sh
 pairs=${1:-2}; scenario=${2:-bench/scenarios/flows.json}
-swift build -c release --product kassa >/dev/null
+release_build
 export KASSA_BENCH_BIN=.build/release/kassa
 printf '%-4s %8s %10s %22s %16s\n' mode flows/s completed "gateway CPU ms/flow" "spans per flow"
 for _ in $(seq "$pairs"); do
