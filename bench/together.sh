@@ -11,7 +11,8 @@
 #   The scenario is flows.json with 200 clients a side (KASSA_TOGETHER_SCENARIO, --clients to
 #   change); KASSA_BENCH_UPSTREAM (default canned here) and KASSA_EVENT_LOGGING pass through.
 #   Both sides are driven by one load client, A's unless KASSA_BENCH_CLIENT_BIN names another (an old
-#   build as A: its client may predate the scenario's options), so the harness is the same on both.
+#   build as A has no `sim --canned` and may lack the client's options: give a newer client, with
+#   KASSA_BENCH_UPSTREAM=sim for each side's own simulator), so the harness is the same on both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=$1; b=$2; rounds=${3:-3}; shift $(( $# < 3 ? $# : 3 ))
