@@ -81,8 +81,13 @@ if [ "${KASSA_BENCH_ALLOCS:-0}" = 1 ]; then
   probes=$(perf probe -l 2>/dev/null || true)
   [[ $probes == *'probe_libc:malloc '* ]] || perf probe -q -x "$libc" --add malloc
   # And the jobs the Swift pool runs (a task's start or resumption each): the hand-offs a flow costs.
+  # Counted where the runtime is: libswift_Concurrency for a build linked to it, the binary itself
+  # for a release build (bench/release.sh links Swift's runtime in; perf finds that symbol by its
+  # address only). Made afresh each run: a probe left on another binary would count that one's jobs.
+  perf probe -l 2>/dev/null | awk '/swift_job_run / {print $1}' | while read -r p; do perf probe -q -d "$p"; done
   concurrency=$(ldd "$kassa" | awk '/libswift_Concurrency\.so/ {print $3}')
-  [[ $probes == *'swift_job_run '* ]] || perf probe -q -x "$concurrency" --add swift_job_run
+  if [ -n "$concurrency" ]; then perf probe -q -x "$concurrency" --add swift_job_run
+  else perf probe -q -x "$kassa" --add "swift_job_run=0x$(nm "$kassa" | awk '$3 == "swift_job_run" {print $1; exit}')"; fi
   perf stat -e probe_libc:malloc -e "$(perf probe -l 2>/dev/null | awk '/swift_job_run / && !n++ {print $1}')" -x, -o "$out/allocs.csv" -p $gw & allocs_pid=$!
 fi
 status=0
