@@ -220,7 +220,14 @@ private struct RedactingCopy {
                 guard let first = Redaction.nextToken(text, from: 0) else { return true }
                 replace(raw.range) { out in
                     out.append(UInt8(ascii: "\""))
+                    let cut = out.count
                     Redaction.writeTokensRedacted(text, first: first, into: &out)
+                    // A token cut out can leave a number standing apart that was glued to it (a
+                    // national id right after a long hex run): the values stage looks at what is
+                    // left, as `redactedText` runs it after any stage that changed the text.
+                    if let valued = out.withUnsafeBufferPointer({ Redaction.redactedValues(UnsafeBufferPointer(rebasing: $0[cut...])) }) {
+                        out.replaceSubrange(cut..., with: valued)
+                    }
                     out.append(UInt8(ascii: "\""))
                 }
                 return true

@@ -200,6 +200,7 @@ struct CoreSafetyTests {
             #"{"personnummer":"19811218-9876","free":"call +46 70 123 45 67","id":"0193a4111111111111111b","at":1764000000000}"#,
             #"{"naïve":"åäö","pånummer":"4111 1111 1111 1111","emoji":"\ud83d\ude00","expiryDate":"12/30"}"#,
             #"[[[[{"deep":[{"cardNumber":"5555555555554444"},"ok"]}]]],0,-0.5,1e-3,true,false,null,"",{}]"#,
+            ##"{"token":"abc","pe":["#19aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa811218-9876"]}"##,
             #""4111111111111111""#, "4111111111111111", "true", #"{"securityCode":"123","nested":{"x-api-key":"k","list":["anna@example.com"]}}"#,
         ]
         for document in documents {
@@ -217,6 +218,9 @@ struct CoreSafetyTests {
         // long the unchanged stretches (escapes, bytes past ASCII and long strings included).
         func copied(_ document: String) -> String? { Redaction.redactJSON(Array(document.utf8)).map { String(decoding: $0, as: UTF8.self) } }
         #expect(copied(#"{"b":1.50,"a":[1e2,"x"]}"#) == #"{"b":1.50,"a":[1e2,"x"]}"#)
+        // A national id glued to a long hex run stands apart once the run is cut as a token (the
+        // fuzzer found it kept in clear): the values stage looks again, as it does for text.
+        #expect(copied(##"{"pe":["#19aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa811218-9876"]}"##) == ##"{"pe":["#…[redacted]"]}"##)
         #expect(copied(#" { "a" : [ 1 , "x" , true ] , "token" : "s" , "n" : { "password" : [ 1, { "b" : 2 } ] , "k" : null } , "c" : "https://x/y?token=abc&d=1" } "#)
                 == #"{"a":[1,"x",true],"token":"[redacted]","n":{"password":"[redacted]","k":null},"c":"https://x/y?token=[redacted]&d=1"}"#)
         #expect(copied(#"{"long":"a \"quoted\" stretch of text past eight bytes\\","cvc":"123","after":"0123456789abcdefåäö"}"#)
