@@ -218,14 +218,14 @@ struct CoreSafetyTests {
         // long the unchanged stretches (escapes, bytes past ASCII and long strings included).
         func copied(_ document: String) -> String? { Redaction.redactJSON(Array(document.utf8)).map { String(decoding: $0, as: UTF8.self) } }
         #expect(copied(#"{"b":1.50,"a":[1e2,"x"]}"#) == #"{"b":1.50,"a":[1e2,"x"]}"#)
-        // A national id glued to a long hex run stands apart once the run is cut as a token (the
-        // fuzzer found it kept in clear): the values stage looks again, as it does for text.
-        #expect(copied(##"{"pe":["#19aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa811218-9876"]}"##) == ##"{"pe":["#…[redacted]"]}"##)
         #expect(copied(#" { "a" : [ 1 , "x" , true ] , "token" : "s" , "n" : { "password" : [ 1, { "b" : 2 } ] , "k" : null } , "c" : "https://x/y?token=abc&d=1" } "#)
                 == #"{"a":[1,"x",true],"token":"[redacted]","n":{"password":"[redacted]","k":null},"c":"https://x/y?token=[redacted]&d=1"}"#)
         #expect(copied(#"{"long":"a \"quoted\" stretch of text past eight bytes\\","cvc":"123","after":"0123456789abcdefåäö"}"#)
                 == #"{"long":"a \"quoted\" stretch of text past eight bytes\\","cvc":"[redacted]","after":"0123456789abcdefåäö"}"#)
         #expect(copied("{\"text\":\"0123456789abcdef\u{01}\"}") == nil, "a control byte past the first eight")
+        // A national id glued to a long hex run stands apart once the run is cut as a token (the
+        // fuzzer found it kept in clear): the values stage looks again, as it does for text.
+        #expect(copied(##"{"pe":["#19aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa811218-9876"]}"##) == ##"{"pe":["#…[redacted]"]}"##)
         // Not one document: nil, and the caller falls back to the tree.
         for broken in ["-6e7772", #"{"a":1"#, #"{"a" 1}"#, "[1,]", #"{"a":01}"#, "\"open", "1 2", "", "{\"a\":\"\u{01}\"}", "[" + String(repeating: "[", count: 70) + "]"] {
             #expect(Redaction.redactJSON(Array(broken.utf8)) == nil, "\(broken)")
