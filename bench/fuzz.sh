@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(json jsoninput timestamp redaction redactjson sessiontoken paymentoutput instrument path scenario numbers clientdevice httpanswer href)
+[ ${#targets[@]} -gt 0 ] || targets=(json jsoninput timestamp redaction redactjson planted sessiontoken paymentoutput instrument path scenario numbers clientdevice httpanswer href)
 swift build --product KassaFuzz --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer -Xswiftc -DKASSA_FUZZ >/dev/null
 out="${KASSA_FUZZ_OUT:-$(mktemp -d)}"
 status=0

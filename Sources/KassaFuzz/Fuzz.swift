@@ -4,11 +4,12 @@ import KassaEdge
 import KassaLoad
 import KassaUpstream
 
-/// libFuzzer targets, one per parser that reads untrusted input. Built and run by
+/// libFuzzer targets, one per parser that reads untrusted input, and `planted` for redaction's
+/// promise (nothing planted survives). Built and run by
 /// bench/fuzz.sh (`-sanitize=fuzzer`, KASSA_FUZZ defined); KASSA_FUZZ_TARGET picks the
 /// target. Each checks a property, so a wrong answer fails like a crash does.
 enum FuzzTarget: String, CaseIterable {
-    case json, jsoninput, timestamp, redaction, redactjson, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice, httpanswer, href
+    case json, jsoninput, timestamp, redaction, redactjson, planted, sessiontoken, paymentoutput, instrument, path, scenario, numbers, clientdevice, httpanswer, href
 
     static let selected: FuzzTarget = {
         let name = getenv("KASSA_FUZZ_TARGET").map { String(cString: $0) } ?? ""
@@ -18,6 +19,21 @@ enum FuzzTarget: String, CaseIterable {
         return target
     }()
 
+    /// What `planted` sets in the input's text: each of the kinds found by value, in the forms people write.
+    static let plantedValues = ["4111111111111111", "5555 5555 5555 4444", "3782-822463-10005", "+46701234567", "+46 70 123 45 67",
+                                "anna.svensson@example.com", "anna%40example.com", "811218-9876", "19811218-9876", "8112189876",
+                                "01010012356", "131052-308T", "010203-1234"]
+    static let plantSeparators = ["; ", ", ", " (", ") ", "\n", " | ", "\t", ": "]
+    /// Every string in `value`, member names too, as UTF-8.
+    static func texts(_ value: JSONValue) -> [[UInt8]] {
+        switch value {
+        case .string(let s): [Array(s.utf8)]
+        case .array(let elements): elements.flatMap(texts)
+        case .object(let members): members.flatMap { [Array($0.key.utf8)] + texts($0.value) }
+        default: [Array(value.bytes)]
+        }
+    }
+    static let plantSecretNames = ["cvc", "Cvc", "apiKey", "upstreamToken", "client_secret", "db-password", "PAN", "securityCode"]
     static let streamPattern = PathPattern("/v1/sessions/{id}/stream")
     static let plainHrefs = PlainHrefReader(origins: ["https://api.example.com:443", "http://127.0.0.1:8080"].compactMap { UpstreamURL($0) })
 
@@ -90,6 +106,36 @@ enum FuzzTarget: String, CaseIterable {
                 // parser refuses and the walk redacts each time by its name) may stay in what it wrote.
                 do { _ = try JSONValue.parse(redacted) } catch {
                     guard error.reason.hasPrefix("duplicate member") else { fatalError("byte redaction wrote no document for \(text): \(error)") }
+                }
+            }
+        case .planted:
+            // A value the rules must find, set apart from whatever the input puts either side of it, and a
+            // secret under a secret's name and in a secret query parameter: none survives any way of redacting.
+            guard bytes.count >= 2 else { return }
+            let (choice, depth) = (Int(bytes[0]), Int(bytes[1]) % 4)
+            let context = Array(bytes.dropFirst(2)).split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
+            let before = String(decoding: context.first ?? [], as: UTF8.self), after = String(decoding: context.dropFirst().first ?? [], as: UTF8.self)
+            let value = Self.plantedValues[choice % Self.plantedValues.count]
+            let separator = Self.plantSeparators[choice / Self.plantedValues.count % Self.plantSeparators.count]
+            let name = Self.plantSecretNames[choice % Self.plantSecretNames.count], secret = "s3cr3t0b5e55ed"
+            var plants: [(String, JSONValue)] = []
+            let contextBytes = Array((before + after).utf8)
+            if ByteSearch.firstIndex(of: Array(value.utf8), in: contextBytes) == nil {
+                plants.append((value, ["note": .string(before + separator + value + separator + after)]))
+            }
+            if ByteSearch.firstIndex(of: Array(secret.utf8), in: contextBytes) == nil {
+                plants.append((secret, [name: .string(before + secret + after)]))
+                plants.append((secret, ["href": .string("https://x.example/p?" + before + "&" + name + "=" + secret + "&b=1")]))
+            }
+            for (planted, member) in plants {
+                let document = (0..<depth).reduce(member) { inner, level in level % 2 == 0 ? .array([.string(after), inner]) : ["x": inner, "note": .string(before)] }
+                guard let bytes = Redaction.redactJSON(document.bytes) else { fatalError("no redacted copy of \(document.text)") }
+                // Looked for in what a reader of the copy sees: its strings and names, not their escapes as written.
+                for copy in [bytes, Redaction.redactedBytes(document), Redaction.redact(document).bytes] {
+                    let texts = (try? JSONValue.parse(copy)).map(Self.texts) ?? [copy]
+                    if texts.contains(where: { ByteSearch.firstIndex(of: Array(planted.utf8), in: $0) != nil }) {
+                        fatalError("\(planted) survived in \(document.text): \(String(decoding: copy, as: UTF8.self))")
+                    }
                 }
             }
         case .sessiontoken:
