@@ -24,6 +24,7 @@ enum FuzzTarget: String, CaseIterable {
                                 "anna.svensson@example.com", "anna%40example.com", "811218-9876", "19811218-9876", "8112189876",
                                 "01010012356", "131052-308T", "010203-1234"]
     static let plantSeparators = ["; ", ", ", " (", ") ", "\n", " | ", "\t", ": "]
+    static let plantSecretNames = ["cvc", "Cvc", "apiKey", "upstreamToken", "client_secret", "db-password", "PAN", "securityCode"]
     /// Every string in `value`, member names too, as UTF-8.
     static func texts(_ value: JSONValue) -> [[UInt8]] {
         switch value {
@@ -33,7 +34,6 @@ enum FuzzTarget: String, CaseIterable {
         default: [Array(value.bytes)]
         }
     }
-    static let plantSecretNames = ["cvc", "Cvc", "apiKey", "upstreamToken", "client_secret", "db-password", "PAN", "securityCode"]
     static let streamPattern = PathPattern("/v1/sessions/{id}/stream")
     static let plainHrefs = PlainHrefReader(origins: ["https://api.example.com:443", "http://127.0.0.1:8080"].compactMap { UpstreamURL($0) })
 
