@@ -292,11 +292,19 @@ struct EdgeHTTPTests {
         return passes - Int(started.duration(to: .now) / .milliseconds(100)) - 5
     }
 
+    /// The fewest passes of up to three rounds, stopping at the first within `bound`: a machine
+    /// busy with other tests only adds passes (wake-ups of its own), never takes one away.
+    private func fewestPassesFor100Requests(_ path: String, within bound: Int) async throws -> Int {
+        var fewest = Int.max
+        for _ in 0..<3 where fewest > bound { fewest = min(fewest, try await passesFor100Requests(path)) }
+        return fewest
+    }
+
     @Test("the writeable pass libwebsockets asks for at the end of a kept-alive transaction is served before the loop polls, not in a pass of its own")
     func keptAliveWriteablePassServedBeforePoll() async throws {
         // Each request: the pass that reads and answers it, and libwebsockets' idle pass after it.
         // With the writeable pass left to epoll, three.
-        let passes = try await passesFor100Requests("/now")
+        let passes = try await fewestPassesFor100Requests("/now", within: 200)
         #expect(passes <= 200, "\(passes) passes of the loop for 100 requests")
     }
 
@@ -304,8 +312,8 @@ struct EdgeHTTPTests {
     func taskAnswerWrittenBeforePoll() async throws {
         // Each request: the pass that reads it, the one the task's answer wakes (which writes it),
         // libwebsockets' idle pass and at times a second wake-up: 3.6 measured. With the answer
-        // left to a writeable event from epoll, 4.6.
-        let passes = try await passesFor100Requests("/fast")
+        // left to a writeable event from epoll, 4.6; on a busy machine one round once took 4.01.
+        let passes = try await fewestPassesFor100Requests("/fast", within: 400)
         #expect(passes <= 400, "\(passes) passes of the loop for 100 requests")
     }
 
