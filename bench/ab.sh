@@ -3,7 +3,8 @@
 # issue's reference) and of this tree, on one machine, each gateway with its own simulator, both
 # driven by this tree's load client. With KASSA_BENCH_PIN (default 1:0) the gateway has CPU 1 and
 # the simulator and client CPU 0.
-# Prints one line a run, then each side's mean and the ratio base/this for gateway CPU per flow.
+# Prints one line a run, then each side's mean and the ratio base/this for gateway CPU per flow,
+# and last the means and ratios (CPU and WAL bytes a flow) as one JSON line.
 # Usage: bench/ab.sh [pairs] [scenario] [extra kassa load options…]   (default 3 pairs, flows.json)
 #   KASSA_AB_BASE=commit   the base (default 4056be9); built once in .build-ab/<commit> (a worktree), the
 #     same way as this tree (bench/release.sh: as the image ships it, both at 4056be9 and now).
@@ -50,5 +51,11 @@ for line in open(sys.argv[1]):
     side, _, r = line.partition(" ")
     runs[side].append(json.loads(r))
 mean = {s: sum(r["cpuMsPerFlow"]["gateway"] for r in rs) / len(rs) for s, rs in runs.items()}
+wal = {s: sum(r["perFlow"]["walAndFileBytes"] for r in rs) / len(rs) for s, rs in runs.items()}
 print(f'gateway CPU per flow: base {mean["base"]:.3f} ms, this {mean["this"]:.3f} ms, base/this {mean["base"] / mean["this"]:.2f}x')
+# The same means for a script to read (bench/goals.sh).
+print(json.dumps({"baseGatewayMsPerFlow": round(mean["base"], 3), "thisGatewayMsPerFlow": round(mean["this"], 3),
+                  "cpuBaseOverThis": round(mean["base"] / mean["this"], 2),
+                  "baseWalKiBPerFlow": round(wal["base"] / 1024, 1), "thisWalKiBPerFlow": round(wal["this"] / 1024, 1),
+                  "walBaseOverThis": round(wal["base"] / wal["this"], 2) if wal["this"] else None}))
 PY

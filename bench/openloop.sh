@@ -2,7 +2,8 @@
 # Latency without coordinated omission: measures the gateway's capacity closed loop (flows.json,
 # 400 clients at saturation), then runs flows open loop on a fixed schedule at 25 %, 50 % and 75 %
 # of it, each latency counted from the flow's due time. All runs through bench/load.sh, pinned
-# (KASSA_BENCH_PIN, default 1:0: the gateway alone on CPU 1). Prints one line a run.
+# (KASSA_BENCH_PIN, default 1:0: the gateway alone on CPU 1). Prints one line a run, and last
+# the capacity and each load's latencies as one JSON line (for bench/goals.sh).
 # Usage: bench/openloop.sh [seconds per open-loop run, default 20] [scenario, default flows.json]
 #   KASSA_OPENLOOP_CAPACITY=flows/s skips the closed-loop run and uses that capacity.
 #   KASSA_OPENLOOP_LOADS="25 50 75" the loads, in % of capacity.
@@ -26,9 +27,12 @@ PY
 }
 printf '%9s %8s %8s %6s %6s %8s %8s %8s %8s %8s %8s\n' load due/s flows/s failed late "flow p50" "flow p99" "push p50" "push p99" "gw push" "gw ms"
 capacity=${KASSA_OPENLOOP_CAPACITY:-}
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
 if [ -z "$capacity" ]; then
   line=$(bench/load.sh "$scenario" | tail -1)
   row closed "$line"
+  echo "closed $line" >>"$results"
   capacity=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["flowsPerSecond"])' "$line")
 fi
 for pct in ${KASSA_OPENLOOP_LOADS:-25 50 75}; do
@@ -36,4 +40,15 @@ for pct in ${KASSA_OPENLOOP_LOADS:-25 50 75}; do
   # At most 2 000 flows in flight: far above what a gateway keeping up holds (rate × flow time).
   line=$(bench/load.sh "$scenario" --rate "$rate" --duration "$seconds" --clients 2000 | tail -1)
   row "$pct %" "$line"
+  echo "$pct $line" >>"$results"
 done
+python3 - "$capacity" "$results" <<'PY'
+import json, sys
+loads = {}
+for line in open(sys.argv[2]):
+    load, _, r = line.partition(" ")
+    r = json.loads(r)
+    loads[load] = {k: r.get(k) for k in ("flowsPerSecond", "lateStarts", "flowP99Ms", "pushP99Ms", "gatewayPushP99Ms")}
+    loads[load]["gatewayMsPerFlow"] = r["cpuMsPerFlow"]["gateway"]
+print(json.dumps({"capacity": float(sys.argv[1]), "loads": loads}))
+PY
