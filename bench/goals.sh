@@ -10,7 +10,8 @@
 #              client pinned away
 #   openloop   bench/openloop.sh 20: the gateway's push p99 at half of capacity, open loop
 #   pushes     bench/load.sh push.json at 156 flows a second (≈ 10 000 pushes a second)
-#   compare    bench/compare.sh: the HTTP routes against nginx, ping and memory against Hummingbird
+#   compare    bench/compare.sh, two pairs: the HTTP routes against nginx, ping and memory against
+#              Hummingbird
 #   soak       bench/soak.sh (with --soak): seconds with a push p99 over 50 ms
 #   KASSA_GOALS_OUT=dir keeps each script's output there (default: a temporary directory).
 set -euo pipefail
@@ -31,7 +32,9 @@ step flows env KASSA_EVENT_LOGGING=off KASSA_BENCH_UPSTREAM=canned KASSA_BENCH_P
 step openloop bench/openloop.sh 20
 step pushes env KASSA_MAX_CONNECTIONS=4096 KASSA_BENCH_UPSTREAM=sim KASSA_BENCH_PIN=1:0 \
   bench/load.sh bench/scenarios/push.json --rate 156 --clients 2000
-step compare bench/compare.sh
+# Two pairs of each HTTP route: one pair's ratio moves by a tenth with the minute (nginx itself
+# from 106 000 to 122 000 a second within the hour), two give the means of two.
+step compare env KASSA_COMPARE_HTTP_PAIRS="${KASSA_COMPARE_HTTP_PAIRS:-2}" bench/compare.sh
 if $soak; then step soak bench/soak.sh "$out/soak"; fi
 python3 - "$out" <<'PY'
 import json, os, sys
@@ -80,9 +83,10 @@ row("memory a connection vs Hummingbird", "≤ 0.5×", f'{ratios["memoryPerConne
     ratios["memoryPerConnectionVsHummingbird"] <= 0.5)
 soak = line("soak", "gatewaySecondsOver50Ms")
 if soak:
+    seconds = line("soak", "worstSecondMs")
     row("soak: seconds with a push p99 over 50 ms", "0",
-        f'{soak["slowClientSeconds"]} at the client, {soak["gatewaySecondsOver50Ms"]} at the gateway',
-        soak["slowClientSeconds"] == 0 and soak["gatewaySecondsOver50Ms"] == 0)
+        f'{seconds["secondsOver50Ms"]} at the client (worst {seconds["worstSecondMs"]} ms), {soak["gatewaySecondsOver50Ms"]} at the gateway',
+        seconds["secondsOver50Ms"] == 0 and soak["gatewaySecondsOver50Ms"] == 0)
 
 print("| goal | target | today | |")
 print("| --- | --- | --- | --- |")
