@@ -1,5 +1,6 @@
 /// What the unit tests and the `planted` fuzz target hold redaction to: values its rules must find
-/// wherever they stand apart, secrets under secrets' names, and whether any of them survives.
+/// wherever they stand apart, secrets under secrets' names, the documents that plant them, and
+/// whether any of them survives.
 extension Redaction {
     /// Each kind found by its value, in the forms people write.
     package static let plantableValues = [
@@ -11,6 +12,26 @@ extension Redaction {
     package static let plantSeparators = ["; ", ", ", " (", ") ", "\n", " | ", "\t", ": "]
     /// Secrets' member names, in the cases and spellings bodies use.
     package static let plantSecretNames = ["cvc", "Cvc", "apiKey", "upstreamToken", "client_secret", "db-password", "PAN", "securityCode"]
+
+    /// The documents that plant `value` and `secret` in text: the value set apart by `separators`
+    /// between `before` and `after`; the secret in that text under `secretName`, and as a secret
+    /// query parameter of an href; each member inside what `nest` puts around it. A plant the text
+    /// around it already holds is left out: it would be the context's, which may keep it (a value
+    /// glued to a letter is something else).
+    package static func plantings(value: String, separators: (String, String), secret: String, secretName: String,
+                                  before: String, after: String, nest: (JSONValue) -> JSONValue) -> [(planted: String, document: JSONValue)] {
+        let context = Array((before + after).utf8)
+        func inContext(_ plant: String) -> Bool { ByteSearch.firstIndex(of: Array(plant.utf8), in: context) != nil }
+        var plants: [(planted: String, document: JSONValue)] = []
+        if !inContext(value) {
+            plants.append((value, nest(["note": .string(before + separators.0 + value + separators.1 + after)])))
+        }
+        if !inContext(secret) {
+            plants.append((secret, nest([secretName: .string(before + secret + after)])))
+            plants.append((secret, nest(["href": .string("https://x.example/p?" + before + "&" + secretName + "=" + secret + "&b=1")])))
+        }
+        return plants
+    }
 
     /// Where `planted` survives redaction of `document`: the first of the three ways a body is kept
     /// redacted (its bytes' copy, the tree written in one pass, the redacted tree) that still holds

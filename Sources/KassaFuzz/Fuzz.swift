@@ -102,18 +102,12 @@ enum FuzzTarget: String, CaseIterable {
             let before = String(decoding: context.first ?? [], as: UTF8.self), after = String(decoding: context.dropFirst().first ?? [], as: UTF8.self)
             let value = Redaction.plantableValues[choice % Redaction.plantableValues.count]
             let separator = Redaction.plantSeparators[choice / Redaction.plantableValues.count % Redaction.plantSeparators.count]
-            let name = Redaction.plantSecretNames[choice % Redaction.plantSecretNames.count], secret = "s3cr3t0b5e55ed"
-            var plants: [(String, JSONValue)] = []
-            let contextBytes = Array((before + after).utf8)
-            if ByteSearch.firstIndex(of: Array(value.utf8), in: contextBytes) == nil {
-                plants.append((value, ["note": .string(before + separator + value + separator + after)]))
+            let name = Redaction.plantSecretNames[choice % Redaction.plantSecretNames.count]
+            let plants = Redaction.plantings(value: value, separators: (separator, separator), secret: "s3cr3t0b5e55ed", secretName: name,
+                                             before: before, after: after) { member in
+                (0..<depth).reduce(member) { inner, level in level % 2 == 0 ? .array([.string(after), inner]) : ["x": inner, "note": .string(before)] }
             }
-            if ByteSearch.firstIndex(of: Array(secret.utf8), in: contextBytes) == nil {
-                plants.append((secret, [name: .string(before + secret + after)]))
-                plants.append((secret, ["href": .string("https://x.example/p?" + before + "&" + name + "=" + secret + "&b=1")]))
-            }
-            for (planted, member) in plants {
-                let document = (0..<depth).reduce(member) { inner, level in level % 2 == 0 ? .array([.string(after), inner]) : ["x": inner, "note": .string(before)] }
+            for (planted, document) in plants {
                 if let leak = Redaction.leak(of: planted, in: document) { fatalError("\(planted) survived in \(document.text): \(leak)") }
             }
         case .sessiontoken:
