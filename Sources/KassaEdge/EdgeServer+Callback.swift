@@ -50,6 +50,18 @@ final class ClientAddress {
     init(_ text: String) { self.text = text }
 }
 
+/// An accepted socket while it is open, across its keep-alive transactions and an upgrade: its
+/// client address, and since when it waits for a request. It is reached from its wsi through
+/// libwebsockets' opaque user data, so a request's bookkeeping hashes nothing.
+final class EdgeSocket {
+    let client: ClientAddress
+    /// Since when (`monotonicMs`) the socket waits for a request's head and body; nil while it
+    /// does not (a request is being answered, or it is a WebSocket).
+    var waitingSinceMs: Int64?
+
+    init(client: ClientAddress) { self.client = client }
+}
+
 extension EdgeServer {
     /// State touched only on the service thread.
     struct Confined {
@@ -58,12 +70,13 @@ extension EdgeServer {
         var draining = false
         var httpInFlight = 0
         var lastHeartbeatMs: Int64 = 0
-        /// Connections whose request (head and body) is not complete yet, and since when they wait
-        /// for it: half-open ones, each holding (or waiting for) a header table.
-        var unfinishedRequests: [OpaquePointer: Int64] = [:]
-        /// Each connection's client address, and the addresses that have connections by their text.
-        var addresses: [OpaquePointer: ClientAddress] = [:]
+        /// The open sockets (each also in its wsi's opaque user data, which does not hold it), and
+        /// the addresses that have sockets by their text.
+        var sockets: [OpaquePointer: EdgeSocket] = [:]
         var clients: [String: ClientAddress] = [:]
+        /// Sockets whose request (head and body) is not complete yet: half-open ones, each holding
+        /// (or waiting for) a header table.
+        var unfinishedRequestCount = 0
         /// The address the accept filter read for the descriptor it admitted last, so the
         /// connection it becomes need not ask the kernel again.
         var admitted: (fd: Int32, address: String)?
@@ -379,7 +392,7 @@ extension EdgeServer {
         }
         takeEach(\.endedTransactions) { wsi in
             // Still open (one served before it may have been closed).
-            if confined.addresses[wsi] != nil { _ = kassa_lws_service_writeable(context, wsi) }
+            if confined.sockets[wsi] != nil { _ = kassa_lws_service_writeable(context, wsi) }
         }
     }
 
@@ -535,7 +548,7 @@ extension EdgeServer {
     /// hold anything.
     private func admits(descriptor fd: Int32) -> Bool {
         confined.admitted = nil
-        guard confined.addresses.count < connectionCap else {
+        guard confined.sockets.count < connectionCap else {
             refusedConnectionCount.add(1, ordering: .relaxed)
             return false
         }
@@ -559,9 +572,10 @@ extension EdgeServer {
         let client = confined.clients[address] ?? ClientAddress(address)
         client.open += 1
         confined.clients[address] = client
-        confined.addresses[wsi] = client
-        if confined.unfinishedRequests.count >= configuration.maxHalfOpen,
-           let oldest = confined.unfinishedRequests.min(by: { $0.value < $1.value })?.key {
+        let socket = EdgeSocket(client: client)
+        confined.sockets[wsi] = socket
+        lws_set_opaque_user_data(wsi, Unmanaged.passUnretained(socket).toOpaque())
+        if confined.unfinishedRequestCount >= configuration.maxHalfOpen, let oldest = longestWaiting() {
             requestDone(oldest)
             lws_set_timeout(oldest, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             evictedHalfOpenCount.add(1, ordering: .relaxed)
@@ -569,37 +583,53 @@ extension EdgeServer {
         requestPending(wsi)
     }
 
+    /// The socket that has waited longest for its request: a scan of them all, made only at the
+    /// cap on half-open sockets.
+    private func longestWaiting() -> OpaquePointer? {
+        confined.sockets.lazy.compactMap { wsi, socket in socket.waitingSinceMs.map { (wsi, $0) } }.min { $0.1 < $1.1 }?.0
+    }
+
     private func connectionClosed(_ wsi: OpaquePointer) {
         requestDone(wsi)
         confined.endedTransactions.removeAll { $0 == wsi }
         confined.answersDue.removeAll { $0 == wsi }
-        guard let client = confined.addresses.removeValue(forKey: wsi) else { return }
+        guard let client = confined.sockets.removeValue(forKey: wsi)?.client else { return }
+        lws_set_opaque_user_data(wsi, nil)
         client.open -= 1
         if client.open <= 0 { confined.clients[client.text] = nil }
     }
 
+    /// The open socket of `wsi` (`confined.sockets` holds it), from the pointer its wsi keeps.
+    private func socket(_ wsi: OpaquePointer) -> EdgeSocket? {
+        lws_get_opaque_user_data(wsi).map { Unmanaged<EdgeSocket>.fromOpaque($0).takeUnretainedValue() }
+    }
+
     /// The client's address as recorded when the connection was accepted (no system call).
-    private func remoteAddress(_ wsi: OpaquePointer) -> String { confined.addresses[wsi]?.text ?? Self.peer(wsi) }
+    private func remoteAddress(_ wsi: OpaquePointer) -> String { socket(wsi)?.client.text ?? Self.peer(wsi) }
 
     /// How long a request (head and body) may take to arrive.
     private var requestDeadlineMs: Int64 { Int64(configuration.requestTimeoutSeconds) * 1000 }
 
     /// The request on `wsi` has had its whole timeout and is not in yet.
     private func isOverdue(_ wsi: OpaquePointer) -> Bool {
-        guard let since = confined.unfinishedRequests[wsi] else { return false }
+        guard let since = socket(wsi)?.waitingSinceMs else { return false }
         return Self.monotonicMs() - since >= requestDeadlineMs
     }
 
     /// The connection waits for a request (head and body), from now.
     private func requestPending(_ wsi: OpaquePointer) {
-        guard confined.unfinishedRequests.updateValue(Self.monotonicMs(), forKey: wsi) == nil else { return }
-        confined.addresses[wsi]?.halfOpen += 1
+        guard let socket = socket(wsi), socket.waitingSinceMs == nil else { return }
+        socket.waitingSinceMs = Self.monotonicMs()
+        socket.client.halfOpen += 1
+        confined.unfinishedRequestCount += 1
     }
 
     /// Its request is in (or it is gone).
     private func requestDone(_ wsi: OpaquePointer) {
-        guard confined.unfinishedRequests.removeValue(forKey: wsi) != nil else { return }
-        confined.addresses[wsi]?.halfOpen -= 1
+        guard let socket = socket(wsi), socket.waitingSinceMs != nil else { return }
+        socket.waitingSinceMs = nil
+        socket.client.halfOpen -= 1
+        confined.unfinishedRequestCount -= 1
     }
 
     /// The client address of an accepted descriptor, as `lws_get_peer_simple` writes it.
@@ -640,10 +670,10 @@ extension EdgeServer {
         guard now - confined.lastHeartbeatMs >= 1_000 else { return }
         confined.lastHeartbeatMs = now
         let requestDeadline = requestDeadlineMs
-        // Each overdue request stays listed, and is asked to go again each second, until its
-        // connection closes (`connectionClosed` drops it): one asynchronous kill can be undone.
-        for (wsi, since) in confined.unfinishedRequests where now - since >= requestDeadline {
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        // An overdue request's socket keeps waiting, and is asked to go again each second, until it
+        // closes (`connectionClosed` drops it): one asynchronous kill can be undone.
+        for (wsi, socket) in confined.sockets {
+            if let since = socket.waitingSinceMs, now - since >= requestDeadline { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
         }
         for conn in confined.connections.values where conn.kind == .webSocket {
             switch conn.heartbeat.check(nowMs: now) {
