@@ -19,6 +19,8 @@ final class EdgeConnection {
     var awaitingBody = false
     var bodyOverflow = false
     var pendingResponse: HTTPResponse?
+    /// Listed in `Confined.connections` by its id.
+    var published = false
 
     // WebSocket: the upgrade, the message being assembled, and what waits to be sent.
     var upgrade: WebSocketUpgrade?
@@ -58,6 +60,8 @@ final class EdgeSocket {
     /// Since when (`monotonicMs`) the socket waits for a request's head and body; nil while it
     /// does not (a request is being answered, or it is a WebSocket).
     var waitingSinceMs: Int64?
+    /// The transaction under way on it, or its WebSocket.
+    var connection: EdgeConnection?
 
     init(client: ClientAddress) { self.client = client }
 }
@@ -111,7 +115,7 @@ extension EdgeServer {
             return httpRequestStarted(wsi: wsi, user: user, path: path)
 
         case LWS_CALLBACK_HTTP_BODY:
-            guard let conn = connection(user), conn.awaitingBody else { return 0 }
+            guard let conn = connection(wsi, user), conn.awaitingBody else { return 0 }
             // Past its deadline the connection goes now: lws renews its own content timeout on
             // each piece of body, which can undo the heartbeat's asynchronous kill.
             if isOverdue(wsi) { return -1 }
@@ -129,7 +133,7 @@ extension EdgeServer {
             return 0
 
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-            guard let conn = connection(user), conn.awaitingBody else { return 0 }
+            guard let conn = connection(wsi, user), conn.awaitingBody else { return 0 }
             conn.awaitingBody = false
             if conn.bodyOverflow {
                 return answerNow(conn, .problem(.payloadTooLarge(limit: configuration.maxBodyBytes)))
@@ -137,19 +141,19 @@ extension EdgeServer {
             return dispatch(conn)
 
         case LWS_CALLBACK_HTTP_WRITEABLE:
-            guard let conn = connection(user), let response = conn.pendingResponse else { return 0 }
+            guard let conn = connection(wsi, user), let response = conn.pendingResponse else { return 0 }
             conn.pendingResponse = nil
             conn.body = []
             return answer(wsi: wsi, response)
 
         case LWS_CALLBACK_CLOSED_HTTP:
-            if let user { forget(user) }
+            if let user { forget(wsi, user) }
             return 0
 
         case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
             // lws frees and renews the per-connection data after each keep-alive transaction
             // (without CLOSED_HTTP): the transaction's state goes with it.
-            if let conn = connection(user), conn.kind == .http { forget(user!) }
+            if let conn = connection(wsi, user), conn.kind == .http { forget(wsi, user!) }
             return 0
 
         case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
@@ -168,19 +172,21 @@ extension EdgeServer {
             return 0
 
         case LWS_CALLBACK_WSI_DESTROY:
-            connectionClosed(wsi)
-            // The last word on a connection (its data is still there): nothing outlives it.
-            if let conn = connection(user) {
+            // The last word on a connection (its data is still there): nothing outlives it. Its
+            // transaction or WebSocket goes first, while its socket still leads to it.
+            if let conn = connection(wsi, user) {
                 // An established WebSocket (its upgrade consumed) that lws never reported closed is closed here.
                 if conn.kind == .webSocket, conn.upgrade == nil {
-                    return handle(wsi: wsi, reason: LWS_CALLBACK_CLOSED, user: user, input: nil, len: 0)
+                    _ = handle(wsi: wsi, reason: LWS_CALLBACK_CLOSED, user: user, input: nil, len: 0)
+                } else {
+                    forget(wsi, user!)
                 }
-                forget(user!)
             }
+            connectionClosed(wsi)
             return 0
 
         case LWS_CALLBACK_ESTABLISHED:
-            guard let conn = connection(user), let upgrade = conn.upgrade else { return -1 }
+            guard let conn = connection(wsi, user), let upgrade = conn.upgrade else { return -1 }
             openWebSocketCount.add(1, ordering: .relaxed)
             conn.heartbeat.heard(atMs: Self.monotonicMs())
             // The upgrade's headers are not needed once the handler has seen them.
@@ -189,29 +195,29 @@ extension EdgeServer {
             return 0
 
         case LWS_CALLBACK_RECEIVE:
-            guard let conn = connection(user) else { return -1 }
+            guard let conn = connection(wsi, user) else { return -1 }
             conn.heartbeat.heard(atMs: Self.monotonicMs())
             return webSocketReceive(conn, input: input, len: len)
 
         case LWS_CALLBACK_RECEIVE_PONG:
-            connection(user)?.heartbeat.heard(atMs: Self.monotonicMs())
+            connection(wsi, user)?.heartbeat.heard(atMs: Self.monotonicMs())
             return 0
 
         case LWS_CALLBACK_SERVER_WRITEABLE:
-            guard let conn = connection(user) else { return -1 }
+            guard let conn = connection(wsi, user) else { return -1 }
             return webSocketWriteable(conn)
 
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            if let conn = connection(user), let input, len >= 2 {
+            if let conn = connection(wsi, user), let input, len >= 2 {
                 let bytes = input.assumingMemoryBound(to: UInt8.self)
                 conn.closeCode = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
             }
             return 0
 
         case LWS_CALLBACK_CLOSED:
-            if let conn = connection(user), conn.kind == .webSocket {
+            if let conn = connection(wsi, user), conn.kind == .webSocket {
                 openWebSocketCount.subtract(1, ordering: .relaxed)
-                forget(user!)
+                forget(wsi, user!)
                 handler.webSocketClosed(conn.id, code: conn.closeCode ?? conn.outbox.pendingClose?.code)
                 finishShutdownIfIdle()
             }
@@ -224,15 +230,23 @@ extension EdgeServer {
 
     // MARK: Connections by id
 
-    private func connection(_ user: UnsafeMutableRawPointer?) -> EdgeConnection? {
+    /// The transaction or WebSocket whose id `user` (the per-session data) holds: the one its
+    /// socket holds, else the one listed by id.
+    private func connection(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> EdgeConnection? {
         guard let user else { return nil }
         let id = user.load(as: UInt64.self)
-        return id == 0 ? nil : confined.connections[id]
+        guard id != 0 else { return nil }
+        if let held = socket(wsi)?.connection, held.id == id { return held }
+        return confined.connections[id]
     }
 
+    /// Its socket holds the connection; it is listed by id (`publish`) only once something off
+    /// the service thread may name it: a task's answer, a WebSocket's frames. A request answered
+    /// in its own callback, as most are, is never listed.
     private func register(wsi: OpaquePointer, user: UnsafeMutableRawPointer, kind: EdgeConnection.Kind) -> EdgeConnection {
-        if let existing = connection(user) {
+        if let existing = connection(wsi, user) {
             existing.kind = kind
+            if kind == .webSocket { publish(existing) }
             return existing
         }
         let id = confined.nextID
@@ -241,16 +255,30 @@ extension EdgeServer {
         let conn = EdgeConnection(id: id, wsi: wsi, kind: kind, outbox: OutboundQueue(maxBytes: configuration.maxOutboundBytes),
                                   heartbeat: Heartbeat(pingAfterSeconds: configuration.pingIntervalSeconds,
                                                        hangUpAfterSeconds: configuration.idleTimeoutSeconds))
-        confined.connections[id] = conn
+        let socket = socket(wsi)
+        socket?.connection = conn
+        if kind == .webSocket || socket == nil { publish(conn) }
         trackedConnectionCount.add(1, ordering: .relaxed)
         return conn
     }
 
-    private func forget(_ user: UnsafeMutableRawPointer) {
+    /// Lists the connection by its id, for the commands that name it (`drainOutbox`) and the heartbeat.
+    private func publish(_ conn: EdgeConnection) {
+        guard !conn.published else { return }
+        conn.published = true
+        confined.connections[conn.id] = conn
+    }
+
+    private func forget(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer) {
         let id = user.load(as: UInt64.self)
         guard id != 0 else { return }
-        if confined.connections.removeValue(forKey: id) != nil { trackedConnectionCount.subtract(1, ordering: .relaxed) }
         user.storeBytes(of: UInt64(0), as: UInt64.self)
+        var known = confined.connections.removeValue(forKey: id) != nil
+        if let socket = socket(wsi), socket.connection?.id == id {
+            socket.connection = nil
+            known = true
+        }
+        if known { trackedConnectionCount.subtract(1, ordering: .relaxed) }
     }
 
     // MARK: HTTP
@@ -318,6 +346,7 @@ extension EdgeServer {
                                   headers: conn.headers, body: conn.body, remoteAddress: remoteAddress(conn.wsi))
         conn.body = []
         if let answer = handler.respondNow(to: request) { return answerNow(conn, answer) }
+        publish(conn)
         requestDone(conn.wsi)
         confined.httpInFlight += 1
         let handler = self.handler
@@ -384,7 +413,7 @@ extension EdgeServer {
         guard let context else { return }
         takeEach(\.answersDue) { wsi in
             // Still waiting (a connection closed in between is forgotten).
-            guard let conn = connection(lws_wsi_user(wsi)), let response = conn.pendingResponse else { return }
+            guard let conn = connection(wsi, lws_wsi_user(wsi)), let response = conn.pendingResponse else { return }
             conn.pendingResponse = nil
             // A connection that must go (the client asked to close it, or the write failed) is
             // closed here and now, as libwebsockets allows outside the connection's callbacks.
@@ -456,7 +485,7 @@ extension EdgeServer {
         var closing = response
         closing.closeConnection = true
         _ = writeHTTP(wsi: wsi, closing, as: LWS_WRITE_HTTP)
-        forget(user)
+        forget(wsi, user)
     }
 
     private func webSocketReceive(_ conn: EdgeConnection, input: UnsafeMutableRawPointer?, len: Int) -> Int32 {
@@ -748,6 +777,7 @@ extension EdgeServer {
         guard confined.draining, confined.httpInFlight == 0, openWebSocketCount.load(ordering: .relaxed) == 0 else { return }
         // Let pending answers be written before the context goes.
         let writing = confined.connections.values.contains { $0.pendingResponse != nil }
+            || confined.sockets.values.contains { $0.connection?.pendingResponse != nil }
         if !writing { loop.requestExit() }
     }
 
