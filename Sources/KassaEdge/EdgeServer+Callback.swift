@@ -56,14 +56,53 @@ final class ClientAddress {
 /// client address, and since when it waits for a request. It is reached from its wsi through
 /// libwebsockets' opaque user data, so a request's bookkeeping hashes nothing.
 final class EdgeSocket {
+    let wsi: OpaquePointer
     let client: ClientAddress
     /// Since when (`monotonicMs`) the socket waits for a request's head and body; nil while it
     /// does not (a request is being answered, or it is a WebSocket).
     var waitingSinceMs: Int64?
     /// The transaction under way on it, or its WebSocket.
     var connection: EdgeConnection?
+    /// Its neighbours in `WaitingSockets` while it waits.
+    fileprivate var newerWaiting: EdgeSocket?
+    fileprivate unowned(unsafe) var olderWaiting: EdgeSocket?
 
-    init(client: ClientAddress) { self.client = client }
+    init(wsi: OpaquePointer, client: ClientAddress) {
+        self.wsi = wsi
+        self.client = client
+    }
+}
+
+/// The sockets waiting for a request, longest first. A socket joins at the newest end when it
+/// starts waiting and the clock only goes forward, so the list is in order of `waitingSinceMs`
+/// without sorting: the one to evict is the oldest, and the overdue ones lead. Joining and leaving
+/// are O(1), with no hashing.
+struct WaitingSockets {
+    private(set) var oldest: EdgeSocket?
+    private unowned(unsafe) var newest: EdgeSocket?
+    private(set) var count = 0
+
+    mutating func append(_ socket: EdgeSocket) {
+        socket.olderWaiting = newest
+        if let newest { newest.newerWaiting = socket } else { oldest = socket }
+        newest = socket
+        count += 1
+    }
+
+    mutating func remove(_ socket: EdgeSocket) {
+        let newer = socket.newerWaiting, older = socket.olderWaiting
+        if let older { older.newerWaiting = newer } else { oldest = newer }
+        if let newer { newer.olderWaiting = older } else { newest = older }
+        socket.newerWaiting = nil
+        socket.olderWaiting = nil
+        count -= 1
+    }
+
+    /// From the oldest, while `each` returns true.
+    func forEachOldest(_ each: (EdgeSocket) -> Bool) {
+        var next = oldest
+        while let socket = next, each(socket) { next = socket.newerWaiting }
+    }
 }
 
 extension EdgeServer {
@@ -80,7 +119,7 @@ extension EdgeServer {
         var clients: [String: ClientAddress] = [:]
         /// Sockets whose request (head and body) is not complete yet: half-open ones, each holding
         /// (or waiting for) a header table.
-        var unfinishedRequestCount = 0
+        var waiting = WaitingSockets()
         /// The address the accept filter read for the descriptor it admitted last, so the
         /// connection it becomes need not ask the kernel again.
         var admitted: (fd: Int32, address: String)?
@@ -601,21 +640,15 @@ extension EdgeServer {
         let client = confined.clients[address] ?? ClientAddress(address)
         client.open += 1
         confined.clients[address] = client
-        let socket = EdgeSocket(client: client)
+        let socket = EdgeSocket(wsi: wsi, client: client)
         confined.sockets[wsi] = socket
         lws_set_opaque_user_data(wsi, Unmanaged.passUnretained(socket).toOpaque())
-        if confined.unfinishedRequestCount >= configuration.maxHalfOpen, let oldest = longestWaiting() {
+        if confined.waiting.count >= configuration.maxHalfOpen, let oldest = confined.waiting.oldest?.wsi {
             requestDone(oldest)
             lws_set_timeout(oldest, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             evictedHalfOpenCount.add(1, ordering: .relaxed)
         }
         requestPending(wsi)
-    }
-
-    /// The socket that has waited longest for its request: a scan of them all, made only at the
-    /// cap on half-open sockets.
-    private func longestWaiting() -> OpaquePointer? {
-        confined.sockets.lazy.compactMap { wsi, socket in socket.waitingSinceMs.map { (wsi, $0) } }.min { $0.1 < $1.1 }?.0
     }
 
     private func connectionClosed(_ wsi: OpaquePointer) {
@@ -650,7 +683,7 @@ extension EdgeServer {
         guard let socket = socket(wsi), socket.waitingSinceMs == nil else { return }
         socket.waitingSinceMs = Self.monotonicMs()
         socket.client.halfOpen += 1
-        confined.unfinishedRequestCount += 1
+        confined.waiting.append(socket)
     }
 
     /// Its request is in (or it is gone).
@@ -658,7 +691,7 @@ extension EdgeServer {
         guard let socket = socket(wsi), socket.waitingSinceMs != nil else { return }
         socket.waitingSinceMs = nil
         socket.client.halfOpen -= 1
-        confined.unfinishedRequestCount -= 1
+        confined.waiting.remove(socket)
     }
 
     /// The client address of an accepted descriptor, as `lws_get_peer_simple` writes it.
@@ -701,8 +734,10 @@ extension EdgeServer {
         let requestDeadline = requestDeadlineMs
         // An overdue request's socket keeps waiting, and is asked to go again each second, until it
         // closes (`connectionClosed` drops it): one asynchronous kill can be undone.
-        for (wsi, socket) in confined.sockets {
-            if let since = socket.waitingSinceMs, now - since >= requestDeadline { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        confined.waiting.forEachOldest { socket in
+            guard let since = socket.waitingSinceMs, now - since >= requestDeadline else { return false }
+            lws_set_timeout(socket.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            return true
         }
         for conn in confined.connections.values where conn.kind == .webSocket {
             switch conn.heartbeat.check(nowMs: now) {

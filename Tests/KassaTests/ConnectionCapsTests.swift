@@ -43,6 +43,33 @@ struct ConnectionCapsTests {
         await t.stop()
     }
 
+    @Test("at the cap on half-open connections, those that have waited longest go first, and the newest are served")
+    func longestWaitingGoFirst() async throws {
+        let t = try TestNode(edge: { $0.maxHalfOpen = 3 })
+        // Six heads begun one after another, never finished: each past the third makes room by
+        // closing the one that has waited longest (or an idle kept-alive connection older still).
+        let (oldest, newest) = try await onThread { [port = t.node.port] () -> ([RawSocket], [RawSocket]) in
+            let sockets = try (0..<6).map { _ -> RawSocket in
+                let socket = try RawSocket(port: port, timeoutSeconds: 3)
+                try socket.send("GET /healthz HTTP/1.1\r\n")
+                Thread.sleep(forTimeInterval: 0.03)
+                return socket
+            }
+            return (Array(sockets[..<3]), Array(sockets[3...]))
+        }
+        let closed = try await onThread { oldest.map { $0.closesWithNothingMore() } }
+        #expect(closed == [true, true, true])
+        let served = try await onThread {
+            try newest.map { socket -> Int? in
+                try socket.send("Host: x\r\n\r\n")
+                return socket.readHTTPResponse()?.status
+            }
+        }
+        #expect(served == [200, 200, 200])
+        #expect(t.node.edge.evictedHalfOpenConnections >= 3)
+        await t.stop()
+    }
+
     @Test("one address gets no more half-open connections than its cap; another address is served")
     func perAddressCap() async throws {
         let t = try TestNode(edge: { $0.maxHalfOpenPerAddress = 8 })
