@@ -7,7 +7,7 @@
 # The upstream is `kassa sim --canned` (the simulator's answers replayed, a few µs each), so
 # the upstream's own cost does not decide the proxies' rates.
 # Usage: bench/compare.sh   (installs nginx-light and wrk if missing; prints JSON lines, the
-# last one the ratios Kassa/other)
+# last one the ratios Kassa/other; the HTTP ones count successful answers only)
 #   KASSA_BENCH_PIN=S:H (default 1:0) pins each server (Kassa, Hummingbird, nginx) to CPUs S and the
 #     harness (load client, wrk, canned upstream) to CPUs H, so the servers are compared on the same
 #     core and the harness does not take it; KASSA_BENCH_PIN= (empty) pins nothing.
@@ -135,8 +135,12 @@ def ms(label):
     v, unit = float(m.group(1)), m.group(2)
     return round(v / 1000 if unit == "us" else v * 1000 if unit == "s" else v, 3)
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+non2xx = int(non2xx.group(1)) if non2xx else 0
+total = int(re.search(r"(\d+) requests in", text).group(1))
+# The ratios count answers that did their work: a run whose answers are problems (a gateway whose
+# upstream breaker opened, nginx's 502s) is fast at nothing.
 print(json.dumps({"run": name, "requestsPerSecond": rps, "p50Ms": ms("50%"), "p99Ms": ms("99%"),
-                  "non2xx": int(non2xx.group(1)) if non2xx else 0}))
+                  "non2xx": non2xx, "successesPerSecond": round(rps * (total - non2xx) / total, 2) if total else 0}))
 PY
 }
 # Kassa and nginx take turns, KASSA_COMPARE_HTTP_PAIRS times (default 1): on this machine nginx's
@@ -156,14 +160,14 @@ import json, sys
 runs = {}
 for x in map(json.loads, open(sys.argv[1])): runs.setdefault(x["run"], []).append(x)
 def mean(name, key):
-    values = [x[key] for x in runs.get(name, []) if x.get(key)]
+    values = [x[key] for x in runs.get(name, []) if x.get(key) is not None]
     return sum(values) / len(values) if values else None
 def ratio(a, b, key, digits=2):
     x, y = mean(a, key), mean(b, key)
-    return round(x / y, digits) if x and y else None
+    return round(x / y, digits) if x is not None and y else None
 print(json.dumps({"run": "ratios",
-                  "merchantRootVsNginx": ratio("kassa-merchant-root", "nginx-merchant-root", "requestsPerSecond"),
-                  "paymentOrdersVsNginx": ratio("kassa-paymentorders", "nginx-paymentorders", "requestsPerSecond"),
+                  "merchantRootVsNginx": ratio("kassa-merchant-root", "nginx-merchant-root", "successesPerSecond"),
+                  "paymentOrdersVsNginx": ratio("kassa-paymentorders", "nginx-paymentorders", "successesPerSecond"),
                   "pingAnswersVsHummingbird": ratio("kassa-ping", "hummingbird-ping", "answersPerSecond"),
                   "memoryPerConnectionVsHummingbird": ratio("kassa-idle", "hummingbird-idle", "marginalKiBPerStream")}))
 PY
