@@ -12,6 +12,8 @@
 #     harness (load client, wrk, canned upstream) to CPUs H, so the servers are compared on the same
 #     core and the harness does not take it; KASSA_BENCH_PIN= (empty) pins nothing.
 #   KASSA_COMPARE_HTTP_PAIRS=N (default 1) runs each Merchant API pair N times, Kassa and nginx in turn.
+#   KASSA_COMPARE_OUT=dir keeps the run's files there (wrk's output a run, the servers' logs, Kassa's
+#     database with its event log), to look into a run afterwards (default: a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/release.sh
@@ -25,9 +27,11 @@ server=(); harness=()
 if [ -n "$pin" ]; then server=(taskset -c "${pin%%:*}"); harness=(taskset -c "${pin##*:}"); fi
 hb=.build-hummingbird/release/PushServer
 idle_clients="${KASSA_COMPARE_IDLE:-5000}"
-out=$(mktemp -d)
+out=${KASSA_COMPARE_OUT:-$(mktemp -d)}
+mkdir -p "$out"
+rm -f "$out"/kassa.sqlite* "$out"/report.jsonl   # a kept directory starts afresh
 pids=()
-trap 'kill ${pids[@]} 2>/dev/null || true; nginx -c "$out/nginx.conf" -p "$out" -s stop 2>/dev/null || true; rm -rf "$out"' EXIT
+trap 'kill ${pids[@]} 2>/dev/null || true; nginx -c "$out/nginx.conf" -p "$out" -s stop 2>/dev/null || true; [ -n "${KASSA_COMPARE_OUT:-}" ] || rm -rf "$out"' EXIT
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system, in clock ticks
 wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
@@ -124,8 +128,9 @@ NGINX
 wait_http "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/"
 wrk_run() {  # name url [script]
   local name=$1 url=$2; shift 2
-  "${harness[@]}" wrk -t2 -c64 -d10s --latency -H "Your-Api-Key: bench-key" "$@" "$url" >"$out/$name.wrk" 2>&1
-  python3 - "$name" "$out/$name.wrk" <<'PY' | tee -a "$out/report.jsonl"
+  local file="$out/$name.${pair:-1}.wrk"   # one a pair, for a run that must be looked at later
+  "${harness[@]}" wrk -t2 -c64 -d10s --latency -H "Your-Api-Key: bench-key" "$@" "$url" >"$file" 2>&1
+  python3 - "$name" "$file" <<'PY' | tee -a "$out/report.jsonl"
 import re, sys, json
 name, text = sys.argv[1], open(sys.argv[2]).read()
 rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", text).group(1))
@@ -145,11 +150,11 @@ PY
 }
 # Kassa and nginx take turns, KASSA_COMPARE_HTTP_PAIRS times (default 1): on this machine nginx's
 # own rate moves by a fifth from one run to the next, and the ratios are of the runs' means.
-for _ in $(seq "${KASSA_COMPARE_HTTP_PAIRS:-1}"); do
+for pair in $(seq "${KASSA_COMPARE_HTTP_PAIRS:-1}"); do
   wrk_run kassa-merchant-root "http://127.0.0.1:$kassa_port/swedbank-pay-mobile/"
   wrk_run nginx-merchant-root "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/"
 done
-for _ in $(seq "${KASSA_COMPARE_HTTP_PAIRS:-1}"); do
+for pair in $(seq "${KASSA_COMPARE_HTTP_PAIRS:-1}"); do
   wrk_run kassa-paymentorders "http://127.0.0.1:$kassa_port/swedbank-pay-mobile/paymentorders" -s bench/paymentorder.lua
   wrk_run nginx-paymentorders "http://127.0.0.1:$nginx_port/swedbank-pay-mobile/paymentorders" -s bench/paymentorder.lua
 done

@@ -34,7 +34,8 @@ step pushes env KASSA_MAX_CONNECTIONS=4096 KASSA_BENCH_UPSTREAM=sim KASSA_BENCH_
   bench/load.sh bench/scenarios/push.json --rate 156 --clients 2000
 # Two pairs of each HTTP route: one pair's ratio moves by a tenth with the minute (nginx itself
 # from 106 000 to 122 000 a second within the hour), two give the means of two.
-step compare env KASSA_COMPARE_HTTP_PAIRS="${KASSA_COMPARE_HTTP_PAIRS:-2}" bench/compare.sh
+# With KASSA_GOALS_OUT, compare.sh's files too (Kassa's event log says why a run's answers failed).
+step compare env KASSA_COMPARE_HTTP_PAIRS="${KASSA_COMPARE_HTTP_PAIRS:-2}" ${KASSA_GOALS_OUT:+KASSA_COMPARE_OUT="$out/compare"} bench/compare.sh
 if $soak; then step soak bench/soak.sh "$out/soak"; fi
 python3 - "$out" <<'PY'
 import json, os, sys
