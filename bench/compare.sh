@@ -142,8 +142,8 @@ def ms(label):
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 non2xx = int(non2xx.group(1)) if non2xx else 0
 total = int(re.search(r"(\d+) requests in", text).group(1))
-# The ratios count answers that did their work: a run whose answers are problems (a gateway whose
-# upstream breaker opened, nginx's 502s) is fast at nothing.
+# The ratios count answers that did their work: a run whose answers are problems (a gateway's
+# 5xx, nginx's 502s) is fast at nothing.
 print(json.dumps({"run": name, "requestsPerSecond": rps, "p50Ms": ms("50%"), "p99Ms": ms("99%"),
                   "non2xx": non2xx, "successesPerSecond": round(rps * (total - non2xx) / total, 2) if total else 0}))
 PY
