@@ -26,9 +26,9 @@ public final class UpstreamClient: Sendable {
     }
 
     /// Servers and load balancers close a connection idle for a minute or so (60 s is the usual
-    /// default); libcurl would reuse one idle for up to 118 s. A request sent as the far side
-    /// closes fails, and a POST is not sent again (it may have arrived), so a connection idle
-    /// this long is closed by Kassa instead of used.
+    /// default); libcurl would reuse one idle for up to 118 s. A request that meets the far side
+    /// closing is sent again by libcurl on a new connection (see `keepOrFree`), but each such race
+    /// costs a round trip, so a connection idle this long is closed by Kassa instead of used.
     public static let defaultKeptIdleSeconds = 50
 
     /// Stops the curl thread; exchanges still running fail as cancelled.
@@ -267,7 +267,7 @@ final class CurlEngine: @unchecked Sendable {
                     }
                 case .cancel(let id):
                     if let transfer = active.removeValue(forKey: id) {
-                        release(transfer)
+                        release(transfer, mayHaveResent: true)
                         transfer.finish(.failure(.cancelled))
                     } else if let index = waiting[waitingHead...].firstIndex(where: { $0.id == id }) {
                         // Counted out before the caller hears of it, so it never reads a stale count.
@@ -280,7 +280,7 @@ final class CurlEngine: @unchecked Sendable {
             }
             if !running {
                 for transfer in active.values {
-                    release(transfer)
+                    release(transfer, mayHaveResent: true)
                     transfer.finish(.failure(.cancelled))
                 }
                 active.removeAll()
@@ -440,10 +440,11 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_add_handle(multi, easy)
     }
 
-    private func release(_ transfer: Transfer) {
+    /// `mayHaveResent`: the exchange may have had libcurl send its request again (see `keepOrFree`).
+    private func release(_ transfer: Transfer, mayHaveResent: Bool) {
         if let easy = transfer.easy {
             curl_multi_remove_handle(multi, easy)
-            keepOrFree(easy, transfer.request.caCertificatePath)
+            keepOrFree(easy, transfer.request.caCertificatePath, reset: mayHaveResent)
             transfer.easy = nil
         }
         HeaderList.free(transfer.headerList)
@@ -465,8 +466,17 @@ final class CurlEngine: @unchecked Sendable {
 
     /// A finished handle lets go of what its exchange gave it (the body's copy, the header list,
     /// the transfer it wrote to) and is kept while there are fewer spares than connections.
-    private func keepOrFree(_ easy: UnsafeMutableRawPointer, _ caCertificatePath: String?) {
-        if spareHandles.count < maxConnections {
+    /// `reset`: the handle is reset and configured again first. libcurl sends a request again on a
+    /// new connection when a kept one dies unanswered (the upstream closed it as the request came),
+    /// but only five times per handle until `curl_easy_reset`: a handle kept for good without one
+    /// failed every such race after its fifth. A resend always opens a connection, and an exchange
+    /// on a kept connection opens none, so only the few exchanges that opened one pay for a reset.
+    private func keepOrFree(_ easy: UnsafeMutableRawPointer, _ caCertificatePath: String?, reset: Bool = false) {
+        if spareHandles.count < maxConnections, reset {
+            curl_easy_reset(easy)
+            configure(easy, caCertificatePath: caCertificatePath)
+            spareHandles.append((easy, caCertificatePath))
+        } else if spareHandles.count < maxConnections {
             _ = kassa_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1)
             _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, nil)
             _ = kassa_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
@@ -485,7 +495,7 @@ final class CurlEngine: @unchecked Sendable {
         var connects = 0
         _ = kassa_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
         let message = String(cString: curl_easy_strerror(code))
-        release(transfer)
+        release(transfer, mayHaveResent: connects > 0)
         let duration = transfer.started.duration(to: .now)
         let seconds = duration.inSeconds
 

@@ -139,6 +139,47 @@ struct UpstreamClientTests {
         #expect(fourth.reusedConnection, "the new one is kept")
     }
 
+    @Test("libcurl sends a request again when a kept connection dies unanswered, however many exchanges its handle has made")
+    func resendOnDeadKeptConnectionEveryTime() async throws {
+        // An upstream that answers the first request on each connection and resets the connection
+        // when the next one arrives on it (a kept connection closed as a request meets it). libcurl
+        // sends that request again on a new connection, up to five times per handle between
+        // `curl_easy_reset`s: a kept handle that never had one ran out after five such races in its
+        // life, and the sixth surfaced as "Failed sending data to the peer". One connection, so
+        // one handle, for eight calls: seven races.
+        let listener = try BlackHoleListener()
+        let single = UpstreamClient(maxConnections: 1)
+        defer { single.shutdown() }
+        let calls = 8
+        let upstream = Task {
+            try await onThread { () -> (connections: Int, reset: Int) in
+                var connections = 0, reset = 0
+                while let connection = RawSocket(acceptingFrom: listener, timeoutMs: 1_000) {
+                    connections += 1
+                    guard connection.readHTTPResponse() != nil else { continue }
+                    try connection.send("HTTP/1.1 200 OK\r\nContent-Length: \(String(connections).utf8.count)\r\n\r\n\(connections)")
+                    guard connection.readHTTPResponse() != nil else { continue }
+                    connection.abort()
+                    reset += 1
+                }
+                return (connections, reset)
+            }
+        }
+        let url = "http://127.0.0.1:\(listener.port)/psp/paymentorders"
+        var answers: [String] = []
+        for call in 1...calls {
+            do {
+                answers.append(try await single.send(UpstreamRequest(method: "POST", url: url, body: Array(#"{"call":\#(call)}"#.utf8))).text)
+            } catch {
+                answers.append("\(error)")
+            }
+        }
+        #expect(answers == (1...calls).map(String.init), "each call answered on a connection of its own")
+        single.shutdown()   // closes the last kept connection: the upstream stops waiting on it
+        let seen = try await upstream.value
+        #expect(seen.connections == calls && seen.reset == calls - 1, "\(seen)")
+    }
+
     @Test("a kept connection idle past the client's bound is not used again; one idle less is")
     func keptConnectionIdleBound() async throws {
         let (server, _) = try startTestEdge()   // keeps an idle connection for 10 s

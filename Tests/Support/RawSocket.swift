@@ -39,7 +39,27 @@ final class RawSocket: @unchecked Sendable {
         guard result == 0 else { throw TestFailure("connect to \(port) failed") }
     }
 
-    deinit { close(fd) }
+    /// The server's end of a connection taken from `listener` (nil when none came in `timeoutMs`).
+    init?(acceptingFrom listener: BlackHoleListener, timeoutMs: Int32 = 5_000, timeoutSeconds: Int = 10) {
+        var waiting = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&waiting, 1, timeoutMs) == 1 else { return nil }
+        fd = accept(listener.fd, nil, nil)
+        guard fd >= 0 else { return nil }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { if !closed { close(fd) } }
+    private var closed = false
+
+    /// Resets the connection (RST, not FIN) and closes the descriptor, as a server that drops a
+    /// connection at once does.
+    func abort() {
+        var reset = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+        close(fd)
+        closed = true
+    }
 
     /// Ends the connection now; the descriptor itself is closed by deinit.
     func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
