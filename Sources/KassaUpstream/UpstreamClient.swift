@@ -472,20 +472,18 @@ final class CurlEngine: @unchecked Sendable {
     /// failed every such race after its fifth. A resend always opens a connection, and an exchange
     /// on a kept connection opens none, so only the few exchanges that opened one pay for a reset.
     private func keepOrFree(_ easy: UnsafeMutableRawPointer, _ caCertificatePath: String?, reset: Bool = false) {
-        if spareHandles.count < maxConnections, reset {
+        guard spareHandles.count < maxConnections else { return curl_easy_cleanup(easy) }
+        if reset {
             curl_easy_reset(easy)
             configure(easy, caCertificatePath: caCertificatePath)
-            spareHandles.append((easy, caCertificatePath))
-        } else if spareHandles.count < maxConnections {
+        } else {
             _ = kassa_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1)
             _ = kassa_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, nil)
             _ = kassa_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
             _ = kassa_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, nil)
             _ = kassa_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, nil)
-            spareHandles.append((easy, caCertificatePath))
-        } else {
-            curl_easy_cleanup(easy)
         }
+        spareHandles.append((easy, caCertificatePath))
     }
 
     private func complete(_ transfer: Transfer, code: CURLcode) {

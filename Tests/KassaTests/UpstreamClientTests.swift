@@ -145,8 +145,7 @@ struct UpstreamClientTests {
         // when the next one arrives on it (a kept connection closed as a request meets it). libcurl
         // sends that request again on a new connection, up to five times per handle between
         // `curl_easy_reset`s: a kept handle that never had one ran out after five such races in its
-        // life, and the sixth surfaced as "Failed sending data to the peer". One connection, so
-        // one handle, for eight calls: seven races.
+        // life, and the sixth failed. One connection, so one handle, for eight calls: seven races.
         let listener = try BlackHoleListener()
         let single = UpstreamClient(maxConnections: 1)
         defer { single.shutdown() }

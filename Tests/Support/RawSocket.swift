@@ -9,6 +9,8 @@ import Glibc
 final class RawSocket: @unchecked Sendable {
     let fd: Int32
     private var buffer: [UInt8] = []
+    /// Set by `abort`, which closes the descriptor itself.
+    private var closed = false
 
     /// `source`: the local address to connect from (any of 127.0.0.0/8 on Linux), to be another client.
     init(port: Int, receiveBuffer: Int32? = nil, timeoutSeconds: Int = 10, source: String? = nil) throws {
@@ -50,7 +52,6 @@ final class RawSocket: @unchecked Sendable {
     }
 
     deinit { if !closed { close(fd) } }
-    private var closed = false
 
     /// Resets the connection (RST, not FIN) and closes the descriptor, as a server that drops a
     /// connection at once does.
