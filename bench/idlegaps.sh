@@ -15,10 +15,12 @@ pids=()
 trap 'kill ${pids[@]} 2>/dev/null || true; rm -rf "$out"' EXIT
 source bench/wrkgateway.sh
 start_gateway idle "$kassa" "$out"
-url="http://127.0.0.1:${port[idle]}/swedbank-pay-mobile/paymentorders"
+path=/swedbank-pay-mobile/paymentorders
+mapfile -t script < <(wrk_script "$path")
+url="http://127.0.0.1:${port[idle]}$path"
 answers=0 refused=0
 for gap in ${KASSA_IDLEGAPS:-9.7 9.9 10.0 10.1 10.2 10.4 10.6 10.9 9.8 10.05}; do
-  taskset -c 0 wrk -t2 -c64 -d2s -H "Your-Api-Key: bench-key" -s bench/paymentorder.lua "$url" >"$out/wrk.txt" 2>&1
+  taskset -c 0 wrk -t2 -c64 -d2s -H "Your-Api-Key: bench-key" "${script[@]}" "$url" >"$out/wrk.txt" 2>&1
   n=$(awk '/requests in/ {print $1}' "$out/wrk.txt"); bad=$(awk '/Non-2xx/ {print $NF}' "$out/wrk.txt")
   echo "burst after a gap of ${gap} s: ${n} answers, ${bad:-0} not 2xx"
   answers=$((answers + n)); refused=$((refused + ${bad:-0}))

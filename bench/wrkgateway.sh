@@ -1,6 +1,7 @@
-# Sourced by bench/httpab.sh and bench/httptogether.sh: wrk installed, the request for a path
-# (`wrk_script`: compare.sh's payment order body for a path ending in /paymentorders), and a
-# gateway started on CPU 1 in front of its own canned upstream on CPU 0 (`start_gateway`).
+# Sourced by bench/httpab.sh, bench/httptogether.sh and bench/idlegaps.sh: wrk installed, the
+# request for a path (`wrk_script`: compare.sh's payment order body for a path ending in
+# /paymentorders), and a gateway started on CPU 1 in front of its own canned upstream on CPU 0
+# (`start_gateway`).
 dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; } >&2
 source bench/caps.sh
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system of a process, in clock ticks

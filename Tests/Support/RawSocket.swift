@@ -202,7 +202,8 @@ final class RawSocket: @unchecked Sendable {
     }
 }
 
-/// A port with a listener that never accepts or answers: a black hole for timeout tests.
+/// A port with a listener that accepts nothing by itself: a black hole for timeout tests, or an
+/// upstream a test plays by hand, taking each connection with `RawSocket(acceptingFrom:)`.
 final class BlackHoleListener: @unchecked Sendable {
     let fd: Int32
     let port: Int
