@@ -47,6 +47,76 @@ struct IsolationTests {
         #expect(breaker.state == .closed)
     }
 
+    @Test("failures of calls under way together count once; a call made after a failure counts, and so does a failure a burst apart")
+    func burstCountsOnce() {
+        var breaker = CircuitBreaker(failureThreshold: 3, openSeconds: 10, burstSeconds: 0.1)
+        // Five calls begun together fail within 4 ms of one another (one cause): one failure.
+        for k in 0..<5 { breaker.record(.failure, startedAt: 0, now: 1 + Double(k) / 1_000) }
+        #expect(breaker.consecutiveFailures == 1 && !breaker.isOpen)
+        // A call begun once that failure was known counts, however soon it fails.
+        breaker.record(.failure, startedAt: 1.001, now: 1.002)
+        #expect(breaker.consecutiveFailures == 2)
+        // Calls under way all along (an upstream that stopped answering, each call timing out in
+        // turn): one counts per burst. This one comes 48 ms after the last counted failure…
+        breaker.record(.failure, startedAt: 0.5, now: 1.05)
+        #expect(breaker.consecutiveFailures == 2)
+        // …this one 100 ms after it, and opens the breaker.
+        let change = breaker.record(.failure, startedAt: 0.5, now: 1.102)
+        #expect(change == .open(until: 11.102) && breaker.consecutiveFailures == 3)
+
+        // A success starts the count again; a wall clock set back does not hide a failure.
+        var other = CircuitBreaker(failureThreshold: 2, openSeconds: 10, burstSeconds: 0.1)
+        other.record(.failure, startedAt: 0, now: 100)
+        other.record(.success, startedAt: 0, now: 100.01)
+        other.record(.failure, startedAt: 0, now: 100.02)
+        #expect(other.consecutiveFailures == 1, "the failure after a success counts")
+        other.record(.failure, startedAt: 0, now: 40)
+        #expect(other.isOpen, "a minute earlier by the clock is not the same burst")
+    }
+
+    @Test("an upstream that resets every connection at once opens no breaker; failures one after another still do")
+    func resetBurstDoesNotOpen() async throws {
+        let hole = try BlackHoleListener()
+        let t = try TestNode(upstreamURL: "http://127.0.0.1:\(hole.port)/")
+        let upstream = t.node.gateway.swedbankPay
+        let together = 5, thenOneByOne = 4
+        // The upstream: takes `together` requests, resets their connections at once, then resets
+        // each of the next ones as it arrives.
+        let served = Task {
+            try await onThread { () -> Int in
+                var held: [RawSocket] = []
+                while held.count < together, let connection = RawSocket(acceptingFrom: hole) {
+                    if connection.readHTTPResponse() != nil { held.append(connection) }
+                }
+                for connection in held { connection.abort() }
+                var reset = held.count
+                while reset < together + thenOneByOne, let connection = RawSocket(acceptingFrom: hole) {
+                    _ = connection.readHTTPResponse()
+                    connection.abort()
+                    reset += 1
+                }
+                return reset
+            }
+        }
+        func call() async -> Bool {
+            let (result, _, _) = await upstream.send(.init(operation: "probe", method: "GET", url: "http://127.0.0.1:\(hole.port)/psp/x",
+                                                           traceID: TraceContext.newTraceID()))
+            if case .failure = result { return true } else { return false }
+        }
+        let failed = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<together { group.addTask { await call() } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(failed == together)
+        #expect(upstream.upstreamCircuitState == "closed", "\(together) calls reset together are one failure")
+        for _ in 0..<(thenOneByOne - 1) { _ = await call() }
+        #expect(upstream.upstreamCircuitState == "closed", "four failures so far")
+        _ = await call()
+        #expect(upstream.upstreamCircuitState == "open", "the fifth in a row opens it")
+        #expect(try await served.value == together + thenOneByOne)
+        await t.stop()
+    }
+
     @Test("breakers are kept per origin, and /readyz reports the upstream's when it opens")
     func readyzReportsOpenBreaker() async throws {
         let t = try TestNode(upstreamURL: "http://127.0.0.1:1/", configure: { $0.circuitBreaker = CircuitBreaker(failureThreshold: 3, openSeconds: 60) })

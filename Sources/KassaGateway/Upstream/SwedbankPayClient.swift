@@ -166,6 +166,8 @@ final class SwedbankPayClient: Sendable {
         var origin: String
         var span: any Span
         var started: ContinuousClock.Instant
+        /// The same on the wall clock, for the circuit breaker.
+        var startedUs: Int64
         /// Nil when the origin's circuit breaker refused the exchange.
         var request: UpstreamRequest?
     }
@@ -190,10 +192,10 @@ final class SwedbankPayClient: Sendable {
                      summary: "\(call.method) \(path) (\(call.operation))", traceID: call.traceID,
                      data: ["operation": .string(call.operation), "method": .string(call.method), "path": .string(path)]),
             body: bodyBytes ?? [], document: call.body?.document, otherwise: .null)
-        let started = ContinuousClock.now
+        let started = ContinuousClock.now, startedUs = clock.nowUs()
         let origin = url?.origin ?? ""
-        guard circuitAllows(origin) else { return InFlight(path: path, origin: origin, span: span, started: started) }
-        return InFlight(path: path, origin: origin, span: span, started: started, request: UpstreamRequest(
+        guard circuitAllows(origin) else { return InFlight(path: path, origin: origin, span: span, started: started, startedUs: startedUs) }
+        return InFlight(path: path, origin: origin, span: span, started: started, startedUs: startedUs, request: UpstreamRequest(
             method: call.method, url: call.url, headers: headers, body: bodyBytes,
             connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: call.timeoutMs ?? configuration.upstreamTimeoutMs))
     }
@@ -204,7 +206,7 @@ final class SwedbankPayClient: Sendable {
         -> (result: Result<UpstreamResponse, UpstreamError>, document: JSONValue?, durationMs: Double) {
         let circuitOpen = exchange.request == nil
         if !circuitOpen {
-            circuitRecord(exchange.origin, Self.circuitOutcome(result), traceID: call.traceID, sessionID: call.sessionID)
+            circuitRecord(exchange.origin, Self.circuitOutcome(result), startedUs: exchange.startedUs, traceID: call.traceID, sessionID: call.sessionID)
         }
         let path = exchange.path
         let ms = exchange.started.duration(to: .now).inMilliseconds
@@ -485,7 +487,7 @@ final class SwedbankPayClient: Sendable {
     }
 
     private func circuitAllows(_ origin: String) -> Bool {
-        let now = Double(clock.nowMs()) / 1000
+        let now = Double(clock.nowUs()) / 1_000_000
         return breakers.withLock { all -> Bool in
             var breaker = all[origin] ?? configuration.circuitBreaker
             defer { all[origin] = breaker }
@@ -502,12 +504,14 @@ final class SwedbankPayClient: Sendable {
         }
     }
 
-    private func circuitRecord(_ origin: String, _ outcome: CircuitBreaker.Outcome, traceID: String, sessionID: String?) {
-        let now = Double(clock.nowMs()) / 1000
+    /// `startedUs`: when the exchange began, on the clock the breaker is given (which tells a call
+    /// made after a failure was known from one under way with it).
+    private func circuitRecord(_ origin: String, _ outcome: CircuitBreaker.Outcome, startedUs: Int64, traceID: String, sessionID: String?) {
+        let now = Double(clock.nowUs()) / 1_000_000
         let change = breakers.withLock { all -> CircuitBreaker.State? in
             var breaker = all[origin] ?? configuration.circuitBreaker
             defer { all[origin] = breaker }
-            return breaker.record(outcome, now: now)
+            return breaker.record(outcome, startedAt: Double(startedUs) / 1_000_000, now: now)
         }
         guard let change else { return }
         let open = if case .open = change { true } else { false }
