@@ -67,12 +67,18 @@ public struct CircuitBreaker: Sendable, Equatable {
             consecutiveFailures = 0
             lastCountedFailure = nil
             state = .closed
-        } else if state == .halfOpen {
-            state = .open(until: now + openSeconds)
-        } else if counts(failureStartedAt: startedAt ?? now, now: now) {
-            consecutiveFailures += 1
-            lastCountedFailure = now
-            if consecutiveFailures >= failureThreshold { state = .open(until: now + openSeconds) }
+        } else {
+            switch state {
+            case .halfOpen:
+                state = .open(until: now + openSeconds)
+            case .open:
+                break   // a call under way when it opened: nothing the opening did not know
+            case .closed:
+                guard counts(failureStartedAt: startedAt ?? now, now: now) else { break }
+                consecutiveFailures += 1
+                lastCountedFailure = now
+                if consecutiveFailures >= failureThreshold { state = .open(until: now + openSeconds) }
+            }
         }
         return state == before ? nil : state
     }

@@ -63,6 +63,10 @@ struct IsolationTests {
         // …this one 100 ms after it, and opens the breaker.
         let change = breaker.record(.failure, startedAt: 0.5, now: 1.102)
         #expect(change == .open(until: 11.102) && breaker.consecutiveFailures == 3)
+        // A call under way when it opened fails later: the opening stands as it was (not
+        // extended, not logged again).
+        let late = breaker.record(.failure, startedAt: 1.0, now: 2.0)
+        #expect(late == nil && breaker.state == .open(until: 11.102))
 
         // A success starts the count again; a wall clock set back does not hide a failure.
         var other = CircuitBreaker(failureThreshold: 2, openSeconds: 10, burstSeconds: 0.1)
