@@ -58,8 +58,7 @@ public struct CircuitBreaker: Sendable, Equatable {
         }
     }
 
-    /// Records the outcome of a call started at `startedAt` (now, unless given); returns the new
-    /// state when it changed.
+    /// `record(_:startedAt:now:)` for a success or a failure.
     @discardableResult
     public mutating func record(success: Bool, startedAt: Double? = nil, now: Double) -> State? {
         let before = state

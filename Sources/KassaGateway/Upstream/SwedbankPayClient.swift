@@ -194,7 +194,7 @@ final class SwedbankPayClient: Sendable {
             body: bodyBytes ?? [], document: call.body?.document, otherwise: .null)
         let started = ContinuousClock.now, startedUs = clock.nowUs()
         let origin = url?.origin ?? ""
-        guard circuitAllows(origin) else { return InFlight(path: path, origin: origin, span: span, started: started, startedUs: startedUs) }
+        guard circuitAllows(origin, atUs: startedUs) else { return InFlight(path: path, origin: origin, span: span, started: started, startedUs: startedUs) }
         return InFlight(path: path, origin: origin, span: span, started: started, startedUs: startedUs, request: UpstreamRequest(
             method: call.method, url: call.url, headers: headers, body: bodyBytes,
             connectTimeoutMs: min(2_000, configuration.upstreamTimeoutMs), totalTimeoutMs: call.timeoutMs ?? configuration.upstreamTimeoutMs))
@@ -486,8 +486,12 @@ final class SwedbankPayClient: Sendable {
         }
     }
 
-    private func circuitAllows(_ origin: String) -> Bool {
-        let now = Double(clock.nowUs()) / 1_000_000
+    /// The breaker's time: seconds on the wall clock, to the µs.
+    private static func breakerSeconds(_ us: Int64) -> Double { Double(us) / 1_000_000 }
+
+    /// `atUs`: now, as the exchange's start already read it.
+    private func circuitAllows(_ origin: String, atUs: Int64) -> Bool {
+        let now = Self.breakerSeconds(atUs)
         return breakers.withLock { all -> Bool in
             var breaker = all[origin] ?? configuration.circuitBreaker
             defer { all[origin] = breaker }
@@ -507,11 +511,11 @@ final class SwedbankPayClient: Sendable {
     /// `startedUs`: when the exchange began, on the clock the breaker is given (which tells a call
     /// made after a failure was known from one under way with it).
     private func circuitRecord(_ origin: String, _ outcome: CircuitBreaker.Outcome, startedUs: Int64, traceID: String, sessionID: String?) {
-        let now = Double(clock.nowUs()) / 1_000_000
+        let now = Self.breakerSeconds(clock.nowUs())
         let change = breakers.withLock { all -> CircuitBreaker.State? in
             var breaker = all[origin] ?? configuration.circuitBreaker
             defer { all[origin] = breaker }
-            return breaker.record(outcome, startedAt: Double(startedUs) / 1_000_000, now: now)
+            return breaker.record(outcome, startedAt: Self.breakerSeconds(startedUs), now: now)
         }
         guard let change else { return }
         let open = if case .open = change { true } else { false }
