@@ -23,12 +23,26 @@ import json, re, struct, sys, time, urllib.request
 out = sys.argv[1]
 # Once a second, beside the WAL: the gateway's own push latency, its wait for the commit, event-log
 # commit and WAL-restart hold buckets (cumulative, from /metrics), the machine's stolen and I/O-wait CPU ticks (/proc/stat) and the
-# time every task was stalled on I/O (/proc/pressure/io "full", µs). A slow second can then be
-# told apart: inside the gateway, in its commits, or on the host.
+# time every task was stalled on I/O (/proc/pressure/io "full", µs), and for the event log's writer
+# and the edge thread their time on a CPU, their time runnable but waiting for one (ns) and how
+# many times they were put on one (/proc/PID/task/TID/schedstat). A slow second can then be told apart: inside the gateway, in
+# its commits, a thread kept from a CPU, or on the host.
 buckets = re.compile(r'^kassa_(push_latency|push_commit_wait|eventlog_write|eventlog_wal_restart)_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
 # The event log's writer's reads of the database's files (inside its commits): those past 1 ms came from the disk.
 writer_reads = re.compile(r'^kassa_sqlite_read_seconds_(?:bucket\{reader="eventlog",le="0\.001"\}|count\{reader="eventlog"\}) ([0-9.e+]+)$', re.M)
 port, next_scrape = None, 0.0
+threads = {}   # "writer"/"edge" -> the gateway's thread's schedstat path, found once by name
+def find_threads():
+    import glob
+    for comm in glob.glob("/proc/[0-9]*/task/*/comm"):
+        try:
+            name = open(comm).read().strip()
+            key = {"kassa-eventlog": "writer", "kassa-edge": "edge"}.get(name)
+            pid = comm.split("/")[2]
+            if key and out + "/kassa.sqlite" in open(f"/proc/{pid}/cmdline").read():
+                threads[key] = comm[:-len("comm")] + "schedstat"
+        except OSError:
+            pass
 while True:
     try:
         with open(out + "/kassa.sqlite-shm", "rb") as f: print(f"{time.time():.1f} {struct.unpack_from('<I', f.read(20), 16)[0]}", flush=True)
@@ -50,6 +64,10 @@ while True:
             line["iowaitTicks"], line["stealTicks"] = int(cpu[5]), int(cpu[8])
             full = open("/proc/pressure/io").read().split("full ")[1]
             line["ioFullUs"] = int(full.split("total=")[1])
+            if len(threads) < 2: find_threads()
+            for key, path in threads.items():
+                on_cpu, waiting, runs = open(path).read().split()
+                line[key + "CpuNs"], line[key + "RunWaitNs"], line[key + "Runs"] = int(on_cpu), int(waiting), int(runs)
             with open(out + "/seconds.jsonl", "a") as f: f.write(json.dumps(line) + "\n")
         except (OSError, ValueError, IndexError):
             pass  # the gateway not up yet, or gone
@@ -117,8 +135,8 @@ PY
 # commit handed the push to the edge (builds before that metric: null), the slowest event-log commit and
 # the longest hold of the commits for a WAL restart (the upper bounds of their histogram buckets),
 # the event log writer's reads past 1 ms (from the disk, inside its commits; builds before that metric: 0),
-# and the host's stolen and I/O-wait ticks and full
-# I/O stall. The gateway's own count of seconds over 50 ms comes first.
+# the host's stolen and I/O-wait ticks and full I/O stall, and the CPU time of the writer and the
+# edge thread and their time runnable but kept from a CPU (builds of soak.sh before it: null). The gateway's own count of seconds over 50 ms comes first.
 if [ -s "$out/seconds.jsonl" ] && [ -s "$out/client.start" ]; then python3 - "$out" <<'PY'
 import json, sys
 sys.path.insert(0, "bench")
@@ -141,7 +159,9 @@ for a, b in zip(scrapes, scrapes[1:]):
                       "longestRestartHoldMs": slowest_ms(delta(a, b, "restart")) if a.get("restart") else None,
                       "writerReadsOver1Ms": b["writerReadsOver1Ms"] - a["writerReadsOver1Ms"] if "writerReadsOver1Ms" in a and "writerReadsOver1Ms" in b else None,
                       "stealTicks": b["stealTicks"] - a["stealTicks"], "iowaitTicks": b["iowaitTicks"] - a["iowaitTicks"],
-                      "ioFullMs": round((b["ioFullUs"] - a["ioFullUs"]) / 1000, 1)})
+                      "ioFullMs": round((b["ioFullUs"] - a["ioFullUs"]) / 1000, 1),
+                      **{f"{t}{k}Ms": round((b[f"{t}{k}Ns"] - a[f"{t}{k}Ns"]) / 1e6, 1) if f"{t}{k}Ns" in a and f"{t}{k}Ns" in b else None
+                         for t in ("writer", "edge") for k in ("Cpu", "RunWait")}})
 slow = []
 for line in timeline:
     if (line.get("pushP99Ms") or 0) <= 50: continue
@@ -155,7 +175,9 @@ for line in timeline:
                  "longestRestartHoldMs": max((i["longestRestartHoldMs"] or 0) for i in near),
                  "writerReadsOver1Ms": sum(i["writerReadsOver1Ms"] or 0 for i in near),
                  "stealTicks": sum(i["stealTicks"] for i in near), "iowaitTicks": sum(i["iowaitTicks"] for i in near),
-                 "ioFullMs": round(sum(i["ioFullMs"] for i in near), 1)})
+                 "ioFullMs": round(sum(i["ioFullMs"] for i in near), 1),
+                 **{k: round(sum(i[k] for i in near), 1) if all(i[k] is not None for i in near) else None
+                    for k in ("writerCpuMs", "writerRunWaitMs", "edgeCpuMs", "edgeRunWaitMs")}})
 print(json.dumps({"gatewaySeconds": len(intervals), "gatewaySecondsOver50Ms": sum((i["gatewayP99Ms"] or 0) > 50 for i in intervals),
                   "gatewaySecondsOver20Ms": sum((i["gatewayP99Ms"] or 0) > 20 for i in intervals),
                   "commitWaitSecondsOver20Ms": sum((i["commitWaitP99Ms"] or 0) > 20 for i in intervals)
@@ -167,7 +189,9 @@ print(json.dumps({"gatewaySeconds": len(intervals), "gatewaySecondsOver50Ms": su
                   "secondsWithARestartHoldOver50Ms": sum((i["longestRestartHoldMs"] or 0) > 50 for i in intervals),
                   "secondsWithWriterReadsOver1Ms": sum((i["writerReadsOver1Ms"] or 0) > 0 for i in intervals),
                   "ofThemWithWriterReadsOver1Ms": sum(s["writerReadsOver1Ms"] > 0 for s in slow),
-                  "ofThemWithSteal": sum(s["stealTicks"] > 0 for s in slow)}))
+                  "ofThemWithSteal": sum(s["stealTicks"] > 0 for s in slow),
+                  "ofThemWriterWaitingOver20MsForACPU": sum(s["writerRunWaitMs"] > 20 for s in slow)
+                      if all(s["writerRunWaitMs"] is not None for s in slow) else None}))
 for s in slow: print(json.dumps(s))
 PY
 fi
