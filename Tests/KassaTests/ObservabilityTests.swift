@@ -4,6 +4,7 @@ import KassaUpstream
 import Logging
 import Testing
 @testable import kassa
+@testable import KassaGateway
 
 /// Metrics, dashboards, alert rules and the docker files, checked against a real scrape.
 @Suite("Observability")
@@ -67,9 +68,56 @@ struct ObservabilityTests {
         for reader in ["eventlog", "checkpoint", "other"] {
             #expect(lines.contains { $0.hasPrefix("kassa_sqlite_read_seconds_count{reader=\"\(reader)\"} ") }, "no read series for \(reader)")
         }
+        // The threads' times: the edge ran, and all of them together ran no longer than the process
+        // has (a unit wrong by 1 000 would break either), read after the scrape.
+        func threadSeconds(_ name: String) -> [String: Double] {
+            Dictionary(lines.filter { $0.hasPrefix(name + "{thread=\"") }.compactMap { line in
+                line.split(separator: "\"").dropFirst().first.flatMap { label in value(line).map { (String(label), $0) } }
+            }, uniquingKeysWith: +)
+        }
+        let onCPU = threadSeconds("kassa_thread_cpu_seconds_total")
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let processSeconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        #expect((onCPU["kassa-edge"] ?? 0) > 0, "\(onCPU)")
+        #expect(onCPU["swift-pool"] != nil && threadSeconds("kassa_thread_cpu_wait_seconds_total")["kassa-eventlog"] != nil)
+        #expect(onCPU.values.reduce(0, +) <= processSeconds + 0.05, "threads \(onCPU.values.reduce(0, +)) s, process \(processSeconds) s")
         for name in KassaMetricsNames.all { #expect(text.contains("# TYPE \(name) "), "\(name) is not exported") }
         #expect(!text.contains(session.id), "a session id became a label")
         await t.stop()
+    }
+
+    @Test("threads are grouped by name, read from schedstat, and counted by what each added since the last scrape")
+    func threadTimes() throws {
+        #expect(ThreadTimes.group(ofThreadNamed: "kassa-edge") == "kassa-edge")
+        #expect(ThreadTimes.group(ofThreadNamed: "oot.default-qos") == "swift-pool")
+        #expect(ThreadTimes.group(ofThreadNamed: "-qos.overcommit") == "swift-pool")
+        #expect(ThreadTimes.group(ofThreadNamed: "kassa") == "other")
+        #expect(ThreadTimes.parse(schedstat: "123 456 7\n") == ThreadTimes(onCPUNanoseconds: 123, waitingNanoseconds: 456))
+        #expect(ThreadTimes.parse(schedstat: "123") == nil)
+        #expect(ThreadTimes.parse(schedstat: "-1 2 3") == nil)
+        #expect(ThreadTimes.current().values.contains { $0.times.onCPUNanoseconds > 0 })
+
+        let metrics = KassaMetrics()
+        func reading(_ threads: [Int: (String, UInt64, UInt64)]) -> [Int: (group: String, times: ThreadTimes)] {
+            threads.mapValues { ($0.0, ThreadTimes(onCPUNanoseconds: $0.1, waitingNanoseconds: $0.2)) }
+        }
+        func counted(_ name: String) -> Double? {
+            metrics.registry.emitToString().split(separator: "\n").first { $0.hasPrefix(name + "{thread=\"swift-pool\"} ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        // Thread 1 runs; thread 2 starts; thread 1 ends and a new thread gets its id, with less time
+        // than it had (all of that counts); that one ends (what it ran since the last scrape is
+        // lost) and the id comes back once more.
+        metrics.recordThreadTimes(reading([1: ("swift-pool", 100_000, 1_000)]))
+        metrics.recordThreadTimes(reading([1: ("swift-pool", 150_000, 3_000), 2: ("swift-pool", 40_000, 500)]))
+        metrics.recordThreadTimes(reading([1: ("swift-pool", 5_000, 100), 2: ("swift-pool", 60_000, 700)]))
+        metrics.recordThreadTimes(reading([2: ("swift-pool", 70_000, 700)]))
+        metrics.recordThreadTimes(reading([1: ("swift-pool", 2_000, 0), 2: ("swift-pool", 70_000, 700)]))
+        let onCPU = try #require(counted("kassa_thread_cpu_seconds_total"))
+        let waiting = try #require(counted("kassa_thread_cpu_wait_seconds_total"))
+        #expect(abs(onCPU - 227_000e-9) < 1e-12, "\(onCPU)")
+        #expect(abs(waiting - 3_800e-9) < 1e-12, "\(waiting)")
     }
 
     @Test("dashboards and alert rules use only exported metrics; promtool accepts the rules; docker files agree")
@@ -149,8 +197,6 @@ struct ObservabilityTests {
         #expect(!breaker.isOpen, "one failure after a success does not open it")
     }
 }
-
-import KassaGateway
 
 enum KassaMetricsNames {
     static var all: [String] { KassaMetrics.catalogue.map(\.name) }

@@ -68,6 +68,11 @@ public final class KassaMetrics: Sendable {
         Metric(name: "kassa_process_resident_memory_bytes", kind: .gauge, help: "Resident memory of the process.", labels: []),
         Metric(name: "kassa_process_open_fds", kind: .gauge, help: "Open file descriptors of the process.", labels: []),
         Metric(name: "kassa_sqlite_memory_bytes", kind: .gauge, help: "Memory SQLite holds (its page caches, each bounded), part of the resident memory.", labels: []),
+        Metric(name: "kassa_thread_cpu_seconds_total", kind: .counter,
+               help: "CPU time of the process's threads, by thread (Kassa's by name, swift-pool: Swift's concurrency pool, other).", labels: ["thread"]),
+        // A push waits for the writer and then the edge: a wait of theirs for a CPU is the push's wait.
+        Metric(name: "kassa_thread_cpu_wait_seconds_total", kind: .counter,
+               help: "Time the process's threads were runnable but waited for a CPU (a busy core, or CPU the host took), by thread.", labels: ["thread"]),
         // A read past a millisecond came from the disk; the event log's are inside a commit, so its pushes waited for them.
         Metric(name: "kassa_sqlite_read_seconds", kind: .histogram(seconds: true),
                help: "Time of one read of the database's file or its WAL, by the thread that made it (eventlog: the event log's writer, inside a commit; checkpoint; other).",
@@ -119,6 +124,9 @@ public final class KassaMetrics: Sendable {
 
     private func counter(_ label: String, _ first: Dimension? = nil, _ second: Dimension? = nil) -> CoreMetrics.Counter {
         handle(label, first, second) { CoreMetrics.Counter(label: $0, dimensions: $1, factory: factory) }
+    }
+    private func secondsCounter(_ label: String, _ first: Dimension) -> CoreMetrics.FloatingPointCounter {
+        handle(label, first, nil) { CoreMetrics.FloatingPointCounter(label: $0, dimensions: $1, factory: factory) }
     }
     private func gauge(_ label: String, _ first: Dimension? = nil) -> CoreMetrics.Gauge {
         handle(label, first, nil) { CoreMetrics.Gauge(label: $0, dimensions: $1, factory: factory) }
@@ -282,14 +290,18 @@ public final class KassaMetrics: Sendable {
 
     // MARK: Scrape
 
-    /// The Prometheus text exposition, with the process figures read now.
     /// The edge's and the upstream client's own counts, last seen by a scrape: counters advance by
     /// what changed since.
     private let countsSeen = Mutex<(refused: Int, evicted: Int, waited: Int)>((0, 0, 0))
+    /// Each thread's times, by thread id, last seen by a scrape: its group's counters advance by
+    /// what it added since. Swift's pool lets idle threads end and starts new ones, so a group's
+    /// sum is no counter.
+    private let threadTimesSeen = Mutex<[Int: ThreadTimes]>([:])
 
     /// The upstream client's counts: calls waiting for a connection now, and all that have waited.
     struct UpstreamWaits { var now = 0, total = 0 }
 
+    /// The Prometheus text exposition, with the process figures read now.
     func scrape(eventLogQueue: Int, sqliteMemory: Int64, refusedConnections: Int = 0, evictedHalfOpen: Int = 0,
                 upstreamWaits: UpstreamWaits = UpstreamWaits()) -> String {
         let (refused, evicted, waited) = countsSeen.withLock { seen in
@@ -304,7 +316,31 @@ public final class KassaMetrics: Sendable {
         gauge("kassa_sqlite_memory_bytes").record(sqliteMemory)
         gauge("kassa_process_resident_memory_bytes").record(Self.residentBytes())
         gauge("kassa_process_open_fds").record(Self.openFileDescriptors())
+        recordThreadTimes(ThreadTimes.current())
         return registry.emitToString()
+    }
+
+    /// Advances each thread group's counters by what its threads added since the last scrape.
+    func recordThreadTimes(_ now: [Int: (group: String, times: ThreadTimes)]) {
+        let added = threadTimesSeen.withLock { seen -> [String: (onCPU: UInt64, waiting: UInt64)] in
+            var added: [String: (onCPU: UInt64, waiting: UInt64)] = [:]
+            for (tid, thread) in now {
+                let last = seen[tid] ?? ThreadTimes()
+                // A thread id the kernel gave again to a new thread reads lower: all of it is new.
+                let isNew = thread.times.onCPUNanoseconds < last.onCPUNanoseconds || thread.times.waitingNanoseconds < last.waitingNanoseconds
+                let base = isNew ? ThreadTimes() : last
+                let onCPU = thread.times.onCPUNanoseconds - base.onCPUNanoseconds
+                let waiting = thread.times.waitingNanoseconds - base.waitingNanoseconds
+                added[thread.group, default: (0, 0)].onCPU += onCPU
+                added[thread.group, default: (0, 0)].waiting += waiting
+            }
+            seen = now.mapValues(\.times)
+            return added
+        }
+        for (group, times) in added {
+            secondsCounter("kassa_thread_cpu_seconds_total", ("thread", group)).increment(by: Double(times.onCPU) / 1e9)
+            secondsCounter("kassa_thread_cpu_wait_seconds_total", ("thread", group)).increment(by: Double(times.waiting) / 1e9)
+        }
     }
 
     static func residentBytes() -> Int {
