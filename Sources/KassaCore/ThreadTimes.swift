@@ -1,7 +1,7 @@
 import Foundation
 
-/// A group of the process's threads: their time on a CPU, and their time runnable but waiting
-/// for one on the kernel's run queue (`/proc/self/task/<tid>/schedstat`, in ns). A push waits for
+/// A thread's time on a CPU, and its time runnable but waiting for one on the kernel's run queue
+/// (`/proc/self/task/<tid>/schedstat`, in ns). A push waits for
 /// the event log's writer and then the edge thread: when either waits for a CPU (a busy core, or
 /// a host that takes the CPU away), the push waits with it, and this is where that shows.
 public struct ThreadTimes: Sendable, Equatable {

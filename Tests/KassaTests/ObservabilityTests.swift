@@ -99,8 +99,8 @@ struct ObservabilityTests {
         #expect(ThreadTimes.current().values.contains { $0.times.onCPUNanoseconds > 0 })
 
         let metrics = KassaMetrics()
-        func reading(_ threads: [Int: (String, UInt64, UInt64)]) -> [Int: (group: String, times: ThreadTimes)] {
-            threads.mapValues { ($0.0, ThreadTimes(onCPUNanoseconds: $0.1, waitingNanoseconds: $0.2)) }
+        func reading(_ threads: [Int: (String, UInt64, UInt64)]) -> () -> [Int: (group: String, times: ThreadTimes)] {
+            { threads.mapValues { ($0.0, ThreadTimes(onCPUNanoseconds: $0.1, waitingNanoseconds: $0.2)) } }
         }
         func counted(_ name: String) -> Double? {
             metrics.registry.emitToString().split(separator: "\n").first { $0.hasPrefix(name + "{thread=\"swift-pool\"} ") }

@@ -316,13 +316,16 @@ public final class KassaMetrics: Sendable {
         gauge("kassa_sqlite_memory_bytes").record(sqliteMemory)
         gauge("kassa_process_resident_memory_bytes").record(Self.residentBytes())
         gauge("kassa_process_open_fds").record(Self.openFileDescriptors())
-        recordThreadTimes(ThreadTimes.current())
+        recordThreadTimes(ThreadTimes.current)
         return registry.emitToString()
     }
 
     /// Advances each thread group's counters by what its threads added since the last scrape.
-    func recordThreadTimes(_ now: [Int: (group: String, times: ThreadTimes)]) {
+    /// `read` runs under the lock: two scrapes at once must not compare an older reading with a
+    /// newer one, which would read as threads started anew.
+    func recordThreadTimes(_ read: () -> [Int: (group: String, times: ThreadTimes)]) {
         let added = threadTimesSeen.withLock { seen -> [String: (onCPU: UInt64, waiting: UInt64)] in
+            let now = read()
             var added: [String: (onCPU: UInt64, waiting: UInt64)] = [:]
             for (tid, thread) in now {
                 let last = seen[tid] ?? ThreadTimes()
