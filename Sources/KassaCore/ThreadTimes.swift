@@ -12,6 +12,15 @@ public struct ThreadTimes: Sendable, Equatable {
         (self.onCPUNanoseconds, self.waitingNanoseconds) = (onCPUNanoseconds, waitingNanoseconds)
     }
 
+    /// What this reading of a thread adds to `last`, its previous one. A thread id the kernel gave
+    /// again to a new thread reads lower: then all of it is new.
+    public func added(since last: ThreadTimes) -> ThreadTimes {
+        let isNew = onCPUNanoseconds < last.onCPUNanoseconds || waitingNanoseconds < last.waitingNanoseconds
+        let base = isNew ? ThreadTimes() : last
+        return ThreadTimes(onCPUNanoseconds: onCPUNanoseconds - base.onCPUNanoseconds,
+                           waitingNanoseconds: waitingNanoseconds - base.waitingNanoseconds)
+    }
+
     /// The group a thread counts in, from its kernel name: Kassa's named threads each under their
     /// name (`top -H` and `perf` show the same), Swift's concurrency pool as one (Dispatch's
     /// workers carry their root queue's name, cut to its last 15 bytes such as `oot.default-qos`),

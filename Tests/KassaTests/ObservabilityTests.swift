@@ -5,6 +5,7 @@ import Logging
 import Testing
 @testable import kassa
 @testable import KassaGateway
+@testable import KassaLoad
 
 /// Metrics, dashboards, alert rules and the docker files, checked against a real scrape.
 @Suite("Observability")
@@ -76,9 +77,7 @@ struct ObservabilityTests {
             }, uniquingKeysWith: +)
         }
         let onCPU = threadSeconds("kassa_thread_cpu_seconds_total")
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        let processSeconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        let processSeconds = LoadRunner.processCPUSeconds()
         #expect((onCPU["kassa-edge"] ?? 0) > 0, "\(onCPU)")
         #expect(onCPU["swift-pool"] != nil && threadSeconds("kassa_thread_cpu_wait_seconds_total")["kassa-eventlog"] != nil)
         #expect(onCPU.values.reduce(0, +) <= processSeconds + 0.05, "threads \(onCPU.values.reduce(0, +)) s, process \(processSeconds) s")

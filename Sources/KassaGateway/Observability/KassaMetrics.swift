@@ -324,25 +324,20 @@ public final class KassaMetrics: Sendable {
     /// `read` runs under the lock: two scrapes at once must not compare an older reading with a
     /// newer one, which would read as threads started anew.
     func recordThreadTimes(_ read: () -> [Int: (group: String, times: ThreadTimes)]) {
-        let added = threadTimesSeen.withLock { seen -> [String: (onCPU: UInt64, waiting: UInt64)] in
+        let added = threadTimesSeen.withLock { seen -> [String: ThreadTimes] in
             let now = read()
-            var added: [String: (onCPU: UInt64, waiting: UInt64)] = [:]
+            var added: [String: ThreadTimes] = [:]
             for (tid, thread) in now {
-                let last = seen[tid] ?? ThreadTimes()
-                // A thread id the kernel gave again to a new thread reads lower: all of it is new.
-                let isNew = thread.times.onCPUNanoseconds < last.onCPUNanoseconds || thread.times.waitingNanoseconds < last.waitingNanoseconds
-                let base = isNew ? ThreadTimes() : last
-                let onCPU = thread.times.onCPUNanoseconds - base.onCPUNanoseconds
-                let waiting = thread.times.waitingNanoseconds - base.waitingNanoseconds
-                added[thread.group, default: (0, 0)].onCPU += onCPU
-                added[thread.group, default: (0, 0)].waiting += waiting
+                let more = thread.times.added(since: seen[tid] ?? ThreadTimes())
+                added[thread.group, default: ThreadTimes()].onCPUNanoseconds += more.onCPUNanoseconds
+                added[thread.group, default: ThreadTimes()].waitingNanoseconds += more.waitingNanoseconds
             }
             seen = now.mapValues(\.times)
             return added
         }
         for (group, times) in added {
-            secondsCounter("kassa_thread_cpu_seconds_total", ("thread", group)).increment(by: Double(times.onCPU) / 1e9)
-            secondsCounter("kassa_thread_cpu_wait_seconds_total", ("thread", group)).increment(by: Double(times.waiting) / 1e9)
+            secondsCounter("kassa_thread_cpu_seconds_total", ("thread", group)).increment(by: Double(times.onCPUNanoseconds) / 1e9)
+            secondsCounter("kassa_thread_cpu_wait_seconds_total", ("thread", group)).increment(by: Double(times.waitingNanoseconds) / 1e9)
         }
     }
 
